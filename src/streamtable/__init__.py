@@ -1,0 +1,1 @@
+"""streamtable: the Kafka Streams programming model in Python, on Spark Structured Streaming."""

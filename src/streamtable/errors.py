@@ -1,0 +1,70 @@
+"""Exception hierarchy: one root, subclasses that say what to do.
+
+Every error raised by streamtable derives from :class:`StreamtableError`; where a
+built-in exception type fits, the subclass inherits it too (``ConfigError`` is a
+``ValueError``), so callers may catch either.
+"""
+
+from __future__ import annotations
+
+
+class StreamtableError(Exception):
+    """Root of every error raised by streamtable."""
+
+
+class ConfigError(StreamtableError, ValueError):
+    """A configuration key is unknown, ill-typed or out of range; fix the named key."""
+
+
+class TopologyError(StreamtableError, ValueError):
+    """The topology is invalid or cannot be compiled; the message names the operator."""
+
+
+class SerializationError(StreamtableError, ValueError):
+    """Bytes could not be (de)serialized by a Serde (Kafka's ``SerializationException``)."""
+
+
+class DeserializationError(SerializationError):
+    """A record from a topic could not be deserialized; names topic, partition and offset."""
+
+
+class MissingSourceTopicError(StreamtableError):
+    """A source topic does not exist (Kafka Streams' ``MissingSourceTopicException``).
+
+    Create the topic (``streamtable`` never auto-creates user topics) and start again.
+    """
+
+
+class EnvironmentSetupError(StreamtableError, RuntimeError):
+    """A required tool or artifact (Java, Maven, a jar) is missing; the message says how to fix it."""
+
+
+class BrokerError(StreamtableError, RuntimeError):
+    """The embedded Kafka broker failed to start or stop; the message carries its log tail."""
+
+
+class BrokerUnreachableError(StreamtableError, ConnectionError):
+    """No Kafka broker answered at ``bootstrap.servers`` within the configured timeout."""
+
+
+class StreamsError(StreamtableError, RuntimeError):
+    """The running application failed; ``__cause__`` holds the underlying error."""
+
+
+class IllegalStateError(StreamtableError, RuntimeError):
+    """An operation is not legal in the application's current state (Kafka Streams' states)."""
+
+
+__all__ = [
+    "StreamtableError",
+    "ConfigError",
+    "TopologyError",
+    "SerializationError",
+    "DeserializationError",
+    "MissingSourceTopicError",
+    "EnvironmentSetupError",
+    "BrokerError",
+    "BrokerUnreachableError",
+    "StreamsError",
+    "IllegalStateError",
+]
