@@ -1,1 +1,43 @@
-"""streamtable: the Kafka Streams programming model in Python, on Spark Structured Streaming."""
+"""streamtable: the Kafka Streams programming model in Python, on Spark Structured Streaming.
+
+Build a topology with :class:`StreamsBuilder`, run it with :class:`KafkaStreams`.
+"""
+
+from streamtable.dsl.builder import StreamsBuilder
+from streamtable.dsl.grouped import KGroupedStream, TimeWindowedKStream
+from streamtable.dsl.kstream import BranchedKStream, KStream
+from streamtable.dsl.ktable import KTable
+from streamtable.dsl.windows import TimeWindows
+from streamtable.errors import StreamtableError
+from streamtable.serde import Serde, Serdes, Windowed
+from streamtable.topology.topology import Topology
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> object:
+    # KafkaStreams pulls in the runtime (and PySpark); import it only when asked for,
+    # so that building and describing a topology needs no JVM.
+    if name == "KafkaStreams":
+        from streamtable.runtime.kafka_streams import KafkaStreams
+
+        return KafkaStreams
+    raise AttributeError(f"module 'streamtable' has no attribute {name!r}")
+
+
+__all__ = [
+    "StreamsBuilder",
+    "KStream",
+    "KTable",
+    "KGroupedStream",
+    "TimeWindowedKStream",
+    "BranchedKStream",
+    "TimeWindows",
+    "Topology",
+    "KafkaStreams",
+    "Serde",
+    "Serdes",
+    "Windowed",
+    "StreamtableError",
+    "__version__",
+]

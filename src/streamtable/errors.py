@@ -68,3 +68,10 @@ __all__ = [
     "StreamsError",
     "IllegalStateError",
 ]
+
+
+class StreamsTimeoutError(StreamtableError, TimeoutError):
+    """An operation did not finish within its timeout (e.g. ``await_caught_up``)."""
+
+
+__all__ += ["StreamsTimeoutError"]

@@ -1,0 +1,46 @@
+"""Checks on user callables, done when the topology is defined (not inside a running query)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from streamtable.errors import TopologyError
+
+
+def describe_callable(fn: Callable[..., Any]) -> str:
+    """A short human name for ``fn`` (``<lambda> at file.py:12`` or ``module.func``)."""
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    code = getattr(fn, "__code__", None)
+    if code is not None and name.endswith("<lambda>"):
+        return f"<lambda> at {code.co_filename.rsplit('/', 1)[-1]}:{code.co_firstlineno}"
+    module = getattr(fn, "__module__", None)
+    return f"{module}.{name}" if module and module != "builtins" else name
+
+
+def check_callable(fn: object, operation: str, params: str, nargs: int) -> Callable[..., Any]:
+    """Return ``fn`` if it can be called with ``nargs`` positional arguments.
+
+    Raises
+    ------
+    TopologyError
+        If ``fn`` is not callable or its signature cannot take ``nargs`` arguments; the
+        message names the operation, the callable and the expected parameters.
+    """
+    if not callable(fn):
+        raise TopologyError(
+            f"{operation} expects a callable taking ({params}); got {type(fn).__name__} {fn!r}."
+        )
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # builtins without signatures: trust them
+        return fn
+    try:
+        sig.bind(*range(nargs))
+    except TypeError:
+        raise TopologyError(
+            f"{operation} expects a callable taking ({params}), i.e. {nargs} positional "
+            f"argument(s); {describe_callable(fn)} has signature {sig}."
+        ) from None
+    return fn

@@ -1,0 +1,124 @@
+"""``StreamsBuilder``: the entry point of the DSL (Kafka Streams' ``StreamsBuilder``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from streamtable.dsl._callables import check_callable
+from streamtable.dsl._graph import GraphBuilder
+from streamtable.dsl.kstream import KStream, _check_topic
+from streamtable.errors import TopologyError
+from streamtable.topology.nodes import SinkNode, SourceNode
+from streamtable.topology.topology import Topology
+
+if TYPE_CHECKING:
+    from streamtable.serde import Serde
+
+
+class StreamsBuilder:
+    """Builds a topology with the Kafka Streams DSL; ``build()`` returns the :class:`Topology`.
+
+    Examples
+    --------
+    >>> from streamtable import StreamsBuilder, Serdes
+    >>> builder = StreamsBuilder()
+    >>> words = builder.stream("in", key_serde=Serdes.string(), value_serde=Serdes.string())
+    >>> words.filter(lambda k, v: v is not None).to("out")
+    >>> print(builder.build().describe())
+    Topologies:
+       Sub-topology: 0
+        Source: KSTREAM-SOURCE-0000000000 (topics: [in])
+          --> KSTREAM-FILTER-0000000001
+        Processor: KSTREAM-FILTER-0000000001 (stores: [])
+          --> KSTREAM-SINK-0000000002
+          <-- KSTREAM-SOURCE-0000000000
+        Sink: KSTREAM-SINK-0000000002 (topic: out)
+          <-- KSTREAM-FILTER-0000000001
+    <BLANKLINE>
+    <BLANKLINE>
+    """
+
+    def __init__(self) -> None:
+        self._graph = GraphBuilder()
+
+    def stream(
+        self,
+        topics: str | Sequence[str],
+        *,
+        key_serde: Serde | None = None,
+        value_serde: Serde | None = None,
+        timestamp_extractor: Callable[..., int] | None = None,
+        auto_offset_reset: str | None = None,
+        name: str | None = None,
+    ) -> KStream:
+        """A stream of the records of one or more topics (``StreamsBuilder.stream``).
+
+        Parameters
+        ----------
+        topics : str or sequence of str
+            Existing Kafka topics; a missing topic fails ``KafkaStreams.start()`` with
+            :class:`~streamtable.errors.MissingSourceTopicError`.
+        key_serde, value_serde : Serde, optional
+            How to read keys and values; default: ``default.key.serde`` /
+            ``default.value.serde`` of the configuration.
+        timestamp_extractor : callable, optional
+            ``fn(key, value, record_timestamp_ms) -> int`` ms; default: the Kafka record's
+            timestamp. Records with a negative timestamp are skipped and counted.
+        auto_offset_reset : {"earliest", "latest"}, optional
+            Where to start without a checkpoint; default: the configuration's
+            ``auto.offset.reset`` (``earliest``).
+        name : str, optional
+            The source node's name.
+
+        Raises
+        ------
+        TopologyError
+            For an illegal topic name or an unknown ``auto_offset_reset``.
+        """
+        topic_list = (topics,) if isinstance(topics, str) else tuple(topics)
+        if not topic_list:
+            raise TopologyError("StreamsBuilder.stream needs at least one topic.")
+        for t in topic_list:
+            _check_topic(t, "StreamsBuilder.stream")
+        if auto_offset_reset not in (None, "earliest", "latest"):
+            raise TopologyError(
+                f"StreamsBuilder.stream: auto_offset_reset must be 'earliest' or 'latest'; "
+                f"got {auto_offset_reset!r}."
+            )
+        if timestamp_extractor is not None:
+            check_callable(
+                timestamp_extractor, "timestamp_extractor", "key, value, record_timestamp_ms", 3
+            )
+        node_name = self._graph.names.processor("KSTREAM", "SOURCE", name)
+        self._graph.add(
+            SourceNode(
+                node_name,
+                (),
+                topics=topic_list,
+                key_serde=key_serde,
+                value_serde=value_serde,
+                timestamp_extractor=timestamp_extractor,
+                auto_offset_reset=auto_offset_reset,
+            )
+        )
+        return KStream(self._graph, node_name, key_serde=key_serde, value_serde=value_serde)
+
+    def build(self) -> Topology:
+        """Validate the graph and return the immutable :class:`Topology`.
+
+        Raises
+        ------
+        TopologyError
+            If the topology has no sink or ``foreach`` (it would compute nothing visible).
+        """
+        nodes = self._graph.nodes()
+        if not nodes:
+            raise TopologyError("The topology is empty: add a stream with StreamsBuilder.stream().")
+        terminal = [n for n in nodes if isinstance(n, SinkNode) or getattr(n, "terminal", False)]
+        if not terminal:
+            raise TopologyError(
+                "The topology has no output: end it with KStream.to(topic) or KStream.foreach(fn)."
+            )
+        self._graph.built = True
+        return Topology(nodes)

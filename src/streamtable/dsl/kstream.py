@@ -1,0 +1,397 @@
+"""``KStream``: an unbounded stream of independent records (Kafka Streams' ``KStream``).
+
+Every method adds a node to the builder's graph and returns a new handle; nothing runs until
+``KafkaStreams.start()``. Callables receive deserialized Python objects; between operators a
+value may be any Python object, only topic boundaries (``to``) need serdes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from streamtable.dsl._callables import check_callable
+from streamtable.dsl._graph import GraphBuilder
+from streamtable.errors import TopologyError
+from streamtable.topology.nodes import (
+    MergeNode,
+    RecordOpKind,
+    RecordOpNode,
+    RepartitionNode,
+    SinkNode,
+)
+
+if TYPE_CHECKING:
+    from streamtable.dsl.grouped import KGroupedStream
+    from streamtable.serde import Serde
+
+
+class KStream:
+    """A record stream: each record is an independent fact (an INSERT).
+
+    Obtained from :meth:`StreamsBuilder.stream`. Record timestamps pass through stateless
+    operations unchanged; ``flat_map`` children inherit their parent's timestamp.
+    """
+
+    def __init__(
+        self,
+        graph: GraphBuilder,
+        node_name: str,
+        *,
+        key_serde: Serde | None = None,
+        value_serde: Serde | None = None,
+        repartition_required: bool = False,
+    ) -> None:
+        self._graph = graph
+        self._node_name = node_name
+        self._key_serde = key_serde
+        self._value_serde = value_serde
+        self._repartition_required = repartition_required
+
+    @property
+    def node_name(self) -> str:
+        """Name of the node this stream comes out of."""
+        return self._node_name
+
+    def __repr__(self) -> str:
+        return f"KStream({self._node_name})"
+
+    # -- stateless operations -------------------------------------------------------------
+
+    def _op(
+        self,
+        kind: RecordOpKind,
+        fn: Callable[..., Any],
+        label: str,
+        name: str | None,
+        *,
+        changes_key: bool = False,
+        keeps_value: bool = True,
+        terminal: bool = False,
+    ) -> KStream:
+        node_name = self._graph.names.processor("KSTREAM", label, name)
+        self._graph.add(
+            RecordOpNode(
+                node_name,
+                (self._node_name,),
+                kind=kind,
+                fn=fn,
+                op_label=label,
+                changes_key=changes_key,
+                terminal=terminal,
+            )
+        )
+        return KStream(
+            self._graph,
+            node_name,
+            key_serde=None if changes_key else self._key_serde,
+            value_serde=self._value_serde if keeps_value else None,
+            repartition_required=self._repartition_required or changes_key,
+        )
+
+    def filter(self, predicate: Callable[[Any, Any], bool], name: str | None = None) -> KStream:
+        """Keep the records for which ``predicate(key, value)`` is true.
+
+        Null keys and values are passed to the predicate as ``None``.
+
+        Raises
+        ------
+        TopologyError
+            If ``predicate`` cannot be called with ``(key, value)``.
+        """
+        check_callable(predicate, "KStream.filter", "key, value", 2)
+        return self._op(RecordOpKind.FILTER, predicate, "FILTER", name)
+
+    def filter_not(self, predicate: Callable[[Any, Any], bool], name: str | None = None) -> KStream:
+        """Drop the records for which ``predicate(key, value)`` is true (``filterNot``)."""
+        check_callable(predicate, "KStream.filter_not", "key, value", 2)
+        return self._op(RecordOpKind.FILTER, _Negate(predicate), "FILTER", name)
+
+    def map(self, mapper: Callable[[Any, Any], tuple[Any, Any]], name: str | None = None) -> KStream:
+        """Replace each record by ``mapper(key, value) -> (new_key, new_value)``.
+
+        Marks the stream for repartitioning: a later ``group_by_key`` shuffles by the new key.
+        """
+        check_callable(mapper, "KStream.map", "key, value", 2)
+        return self._op(RecordOpKind.MAP, mapper, "MAP", name, changes_key=True, keeps_value=False)
+
+    def map_values(self, mapper: Callable[[Any], Any], name: str | None = None) -> KStream:
+        """Replace each value by ``mapper(value)``; the key is kept (no repartitioning).
+
+        As in Kafka Streams, the mapper is also called for null values.
+        """
+        check_callable(mapper, "KStream.map_values", "value", 1)
+        return self._op(RecordOpKind.MAP_VALUES, mapper, "MAPVALUES", name, keeps_value=False)
+
+    def flat_map(
+        self, mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]]], name: str | None = None
+    ) -> KStream:
+        """Replace each record by zero or more ``(key, value)`` pairs from ``mapper(key, value)``.
+
+        Every output record has the input record's timestamp. Marks the stream for
+        repartitioning.
+        """
+        check_callable(mapper, "KStream.flat_map", "key, value", 2)
+        return self._op(
+            RecordOpKind.FLAT_MAP, mapper, "FLATMAP", name, changes_key=True, keeps_value=False
+        )
+
+    def flat_map_values(
+        self, mapper: Callable[[Any], Iterable[Any]], name: str | None = None
+    ) -> KStream:
+        """Replace each value by zero or more values from ``mapper(value)``; keys are kept."""
+        check_callable(mapper, "KStream.flat_map_values", "value", 1)
+        return self._op(
+            RecordOpKind.FLAT_MAP_VALUES, mapper, "FLATMAPVALUES", name, keeps_value=False
+        )
+
+    def select_key(self, mapper: Callable[[Any, Any], Any], name: str | None = None) -> KStream:
+        """Set each record's key to ``mapper(key, value)`` (``selectKey``); marks repartitioning."""
+        check_callable(mapper, "KStream.select_key", "key, value", 2)
+        return self._op(RecordOpKind.MAP, _SelectKey(mapper), "KEY-SELECT", name, changes_key=True)
+
+    def peek(self, action: Callable[[Any, Any], None], name: str | None = None) -> KStream:
+        """Call ``action(key, value)`` for each record and pass the record on unchanged.
+
+        The action runs on Spark executors (Python workers), once per processing attempt:
+        like Kafka Streams' ``peek``, it is not covered by the processing guarantee.
+        """
+        check_callable(action, "KStream.peek", "key, value", 2)
+        return self._op(RecordOpKind.PEEK, action, "PEEK", name)
+
+    def foreach(self, action: Callable[[Any, Any], None], name: str | None = None) -> None:
+        """Call ``action(key, value)`` for each record; a terminal operation (``foreach``)."""
+        check_callable(action, "KStream.foreach", "key, value", 2)
+        self._op(RecordOpKind.PEEK, action, "FOREACH", name, terminal=True)
+
+    def merge(self, other: KStream, name: str | None = None) -> KStream:
+        """Interleave this stream with ``other``; each keeps its own order, none across the two.
+
+        Raises
+        ------
+        TopologyError
+            If ``other`` is not a ``KStream`` of the same builder.
+        """
+        if not isinstance(other, KStream):
+            raise TopologyError(f"KStream.merge expects a KStream; got {type(other).__name__}.")
+        if other._graph is not self._graph:
+            raise TopologyError("KStream.merge: both streams must come from the same StreamsBuilder.")
+        node_name = self._graph.names.processor("KSTREAM", "MERGE", name)
+        self._graph.add(MergeNode(node_name, (self._node_name, other._node_name)))
+        same = self._key_serde == other._key_serde
+        return KStream(
+            self._graph,
+            node_name,
+            key_serde=self._key_serde if same else None,
+            value_serde=self._value_serde if self._value_serde == other._value_serde else None,
+            repartition_required=self._repartition_required or other._repartition_required,
+        )
+
+    def split(self, name: str | None = None) -> BranchedKStream:
+        """Route each record to the first branch whose predicate matches (``split()``).
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> branches = (b.stream("in").split(name="s-")
+        ...             .branch(lambda k, v: v > 0, name="pos")
+        ...             .default_branch(name="other"))
+        >>> sorted(branches)
+        ['s-other', 's-pos']
+        """
+        return BranchedKStream(self, name or self._graph.names.processor("KSTREAM", "BRANCH") + "-")
+
+    # -- repartitioning and grouping ------------------------------------------------------
+
+    def repartition(
+        self,
+        name: str | None = None,
+        num_partitions: int | None = None,
+        *,
+        key_serde: Serde | None = None,
+        value_serde: Serde | None = None,
+    ) -> KStream:
+        """Redistribute records by their current key (Kafka Streams' ``repartition``).
+
+        On Spark this is a shuffle by the serialized key; ``describe()`` shows the
+        repartition topic ``<name>-repartition`` Kafka Streams would create.
+        """
+        if num_partitions is not None and num_partitions <= 0:
+            raise TopologyError(
+                f"KStream.repartition: num_partitions must be positive; got {num_partitions}."
+            )
+        base = name if name is not None else self._graph.names.processor("KSTREAM", "REPARTITION")
+        node_name = self._graph.names.claim(f"{base}-repartition")
+        self._graph.add(
+            RepartitionNode(
+                node_name,
+                (self._node_name,),
+                topic_name=f"{base}-repartition",
+                num_partitions=num_partitions,
+                key_serde=key_serde or self._key_serde,
+                value_serde=value_serde or self._value_serde,
+            )
+        )
+        return KStream(
+            self._graph,
+            node_name,
+            key_serde=key_serde or self._key_serde,
+            value_serde=value_serde or self._value_serde,
+        )
+
+    def group_by_key(
+        self,
+        *,
+        key_serde: Serde | None = None,
+        value_serde: Serde | None = None,
+        name: str | None = None,
+    ) -> KGroupedStream:
+        """Group records by their current key (``groupByKey``).
+
+        Repartitions first when an upstream operation changed the key. ``name`` names the
+        repartition topic (Kafka Streams' ``Grouped.as``).
+        """
+        from streamtable.dsl.grouped import KGroupedStream
+
+        return KGroupedStream(
+            self,
+            key_serde=key_serde or self._key_serde,
+            value_serde=value_serde or self._value_serde,
+            repartition_name=name,
+            repartition_required=self._repartition_required,
+        )
+
+    def group_by(
+        self,
+        selector: Callable[[Any, Any], Any],
+        *,
+        key_serde: Serde | None = None,
+        value_serde: Serde | None = None,
+        name: str | None = None,
+    ) -> KGroupedStream:
+        """Group records by ``selector(key, value)`` (``groupBy``); always repartitions."""
+        check_callable(selector, "KStream.group_by", "key, value", 2)
+        selected = self.select_key(selector)
+        from streamtable.dsl.grouped import KGroupedStream
+
+        return KGroupedStream(
+            selected,
+            key_serde=key_serde,
+            value_serde=value_serde or self._value_serde,
+            repartition_name=name,
+            repartition_required=True,
+        )
+
+    # -- sinks ----------------------------------------------------------------------------
+
+    def to(
+        self,
+        topic: str,
+        *,
+        key_serde: Serde | None = None,
+        value_serde: Serde | None = None,
+        partitioner: Callable[[Any, Any, int], int | None] | None = None,
+        name: str | None = None,
+    ) -> None:
+        """Write the stream to ``topic`` (which must exist).
+
+        Records are partitioned by murmur2 of the serialized key, like Java's default
+        partitioner, unless ``partitioner(key, value, num_partitions) -> partition`` is given.
+        Serdes default to the stream's known serdes, then to ``default.key.serde`` /
+        ``default.value.serde``.
+
+        Raises
+        ------
+        TopologyError
+            If ``topic`` is not a legal Kafka topic name.
+        """
+        _check_topic(topic, "KStream.to")
+        if partitioner is not None:
+            check_callable(partitioner, "KStream.to partitioner", "key, value, num_partitions", 3)
+        node_name = self._graph.names.processor("KSTREAM", "SINK", name)
+        self._graph.add(
+            SinkNode(
+                node_name,
+                (self._node_name,),
+                topic=topic,
+                key_serde=key_serde or self._key_serde,
+                value_serde=value_serde or self._value_serde,
+                partitioner=partitioner,
+            )
+        )
+
+
+class BranchedKStream:
+    """The result of :meth:`KStream.split`: add branches, then take the dict of streams."""
+
+    def __init__(self, stream: KStream, prefix: str) -> None:
+        self._stream = stream
+        self._prefix = prefix
+        self._predicates: list[Callable[[Any, Any], bool]] = []
+        self._branches: dict[str, KStream] = {}
+
+    def branch(self, predicate: Callable[[Any, Any], bool], name: str | None = None) -> BranchedKStream:
+        """Add a branch taking the records that match ``predicate`` and no earlier branch."""
+        check_callable(predicate, "BranchedKStream.branch", "key, value", 2)
+        earlier = tuple(self._predicates)
+        self._predicates.append(predicate)
+        branch_name = self._prefix + (name or str(len(self._predicates)))
+        self._branches[branch_name] = self._stream.filter(_FirstMatch(earlier, predicate))
+        return self
+
+    def default_branch(self, name: str | None = None) -> dict[str, KStream]:
+        """Add a branch for the records no predicate matched and return all branches."""
+        branch_name = self._prefix + (name or "0")
+        self._branches[branch_name] = self._stream.filter_not(_AnyOf(tuple(self._predicates)))
+        return dict(self._branches)
+
+    def no_default_branch(self) -> dict[str, KStream]:
+        """Return the branches; records no predicate matched are dropped."""
+        return dict(self._branches)
+
+
+def _check_topic(topic: object, operation: str) -> None:
+    import re
+
+    if not isinstance(topic, str) or not re.fullmatch(r"[a-zA-Z0-9._-]{1,249}", topic):
+        raise TopologyError(
+            f"{operation}: {topic!r} is not a legal Kafka topic name (1-249 characters from "
+            "a-z, A-Z, 0-9, '.', '_', '-')."
+        )
+
+
+# Small picklable function objects (Spark ships them to Python workers with cloudpickle).
+
+
+class _Negate:
+    def __init__(self, predicate: Callable[[Any, Any], bool]) -> None:
+        self.predicate = predicate
+
+    def __call__(self, key: Any, value: Any) -> bool:
+        return not self.predicate(key, value)
+
+
+class _SelectKey:
+    def __init__(self, mapper: Callable[[Any, Any], Any]) -> None:
+        self.mapper = mapper
+
+    def __call__(self, key: Any, value: Any) -> tuple[Any, Any]:
+        return self.mapper(key, value), value
+
+
+class _AnyOf:
+    def __init__(self, predicates: tuple[Callable[[Any, Any], bool], ...]) -> None:
+        self.predicates = predicates
+
+    def __call__(self, key: Any, value: Any) -> bool:
+        return any(p(key, value) for p in self.predicates)
+
+
+class _FirstMatch:
+    def __init__(self, earlier: tuple[Callable[[Any, Any], bool], ...], predicate: Callable[[Any, Any], bool]) -> None:
+        self.earlier = earlier
+        self.predicate = predicate
+
+    def __call__(self, key: Any, value: Any) -> bool:
+        return self.predicate(key, value) and not any(p(key, value) for p in self.earlier)

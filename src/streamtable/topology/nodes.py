@@ -1,0 +1,211 @@
+"""The core nodes of a topology graph.
+
+Every DSL operation becomes one of a handful of core nodes; the compiler has one lowering
+module per core node (``streamtable.compiler``). Sugar such as ``filter_not``, ``map_values``,
+``select_key`` or ``count`` is expressed through these nodes and never lowered separately.
+
+| core node | DSL operations |
+|---|---|
+| :class:`SourceNode` | ``StreamsBuilder.stream`` |
+| :class:`RecordOpNode` | ``filter``, ``filter_not``, ``map``, ``map_values``, ``flat_map``,
+  ``flat_map_values``, ``select_key``, ``peek``, ``foreach``, KTable ``filter``/``map_values``/
+  ``to_stream`` |
+| :class:`MergeNode` | ``merge`` |
+| :class:`RepartitionNode` | ``repartition``, the implicit repartition of ``group_by`` |
+| :class:`AggregateNode` | ``count``, ``reduce``, ``aggregate`` (windowed or not) |
+| :class:`SinkNode` | ``to`` |
+
+Nodes are immutable; a node refers to its parents by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from streamtable.serde import Serde
+
+
+class RecordOpKind(str, Enum):
+    """How a :class:`RecordOpNode` applies its function to one record ``(key, value)``."""
+
+    FILTER = "filter"  #: ``fn(key, value) -> bool``; keep the record when true
+    MAP = "map"  #: ``fn(key, value) -> (key, value)``
+    MAP_VALUES = "map_values"  #: ``fn(value) -> value``; the key is kept
+    FLAT_MAP = "flat_map"  #: ``fn(key, value) -> iterable of (key, value)``
+    FLAT_MAP_VALUES = "flat_map_values"  #: ``fn(value) -> iterable of values``; key kept
+    PEEK = "peek"  #: ``fn(key, value)`` called for its side effect; the record passes unchanged
+
+
+@dataclass(frozen=True, eq=False)
+class Node:
+    """Base class: a named node with the names of its parent nodes."""
+
+    name: str
+    parents: tuple[str, ...]
+
+    #: Kafka Streams' description kind: "Source", "Processor" or "Sink".
+    description_kind = "Processor"
+
+    @property
+    def stores(self) -> tuple[str, ...]:
+        """Names of the state stores this node owns (empty for stateless nodes)."""
+        return ()
+
+
+@dataclass(frozen=True, eq=False)
+class SourceNode(Node):
+    """Reads records from one or more Kafka topics (Kafka Streams' ``KSTREAM-SOURCE``).
+
+    The serdes are ``None`` when the topology relies on ``default.key.serde`` /
+    ``default.value.serde`` from the configuration.
+    """
+
+    topics: tuple[str, ...] = ()
+    key_serde: Serde | None = None
+    value_serde: Serde | None = None
+    timestamp_extractor: Callable[..., int] | None = None
+    auto_offset_reset: str | None = None
+
+    description_kind = "Source"
+
+
+@dataclass(frozen=True, eq=False)
+class RecordOpNode(Node):
+    """A stateless per-record operation (see :class:`RecordOpKind`).
+
+    ``changes_key`` marks operations after which Kafka Streams marks the stream for
+    repartitioning (``map``, ``flat_map``, ``select_key``). ``terminal`` marks ``foreach``.
+    ``op_label`` is the Kafka Streams operator name used in generated node names
+    (``FILTER``, ``MAPVALUES``, ``KEY-SELECT``, ...).
+    """
+
+    kind: RecordOpKind = RecordOpKind.MAP
+    fn: Callable[..., Any] | None = None
+    op_label: str = "MAP"
+    changes_key: bool = False
+    terminal: bool = False
+
+
+@dataclass(frozen=True, eq=False)
+class MergeNode(Node):
+    """Union of two or more streams; keeps each input's order, none across inputs."""
+
+
+@dataclass(frozen=True, eq=False)
+class RepartitionNode(Node):
+    """Redistributes records by key (Kafka Streams' ``<application.id>-<name>-repartition``).
+
+    On Spark the repartition is a shuffle by the serialized key; ``topic_name`` is the
+    internal topic Kafka Streams would create, shown by ``describe()``.
+    """
+
+    topic_name: str = ""
+    num_partitions: int | None = None
+    key_serde: Serde | None = None
+    value_serde: Serde | None = None
+
+
+@dataclass(frozen=True)
+class TimeWindowSpec:
+    """Epoch-aligned time windows ``[start, start + size_ms)`` every ``advance_ms`` (ms)."""
+
+    size_ms: int
+    advance_ms: int
+    grace_ms: int
+
+    def windows_for(self, timestamp: int) -> list[int]:
+        """Start times (ms) of every window containing ``timestamp``.
+
+        Follows Kafka Streams' ``TimeWindows.windowsFor``: windows start at multiples of the
+        advance, no window starts before 0.
+
+        >>> TimeWindowSpec(size_ms=10, advance_ms=3, grace_ms=0).windows_for(12)
+        [3, 6, 9, 12]
+        """
+        start = max(0, timestamp - self.size_ms + self.advance_ms)
+        start -= start % self.advance_ms
+        starts = []
+        while start <= timestamp:
+            starts.append(start)
+            start += self.advance_ms
+        return starts
+
+
+@dataclass(frozen=True)
+class Aggregation:
+    """A fold over the values of one key: ``agg = aggregator(key, value, agg)``.
+
+    ``initializer()`` gives the starting aggregate. ``native`` names a built-in Spark
+    aggregation that yields the same result (``"count"``), used by the compiler instead of
+    calling Python per record. ``skip_null_values`` follows ``KStreamAggregate``: records with
+    a null key or a null value are skipped.
+    """
+
+    initializer: Callable[[], Any]
+    aggregator: Callable[[Any, Any, Any], Any]
+    native: str | None = None
+    skip_null_values: bool = True
+
+
+@dataclass(frozen=True, eq=False)
+class AggregateNode(Node):
+    """Groups records by key (and window) and folds them into a table.
+
+    Output: a changelog of the aggregate per key — ``(key, aggregate)`` for unwindowed,
+    ``(Windowed(key, start, end), aggregate)`` for windowed aggregations. Null keys are
+    skipped and counted, as in Kafka Streams.
+    """
+
+    store_name: str = ""
+    aggregation: Aggregation | None = None
+    windows: TimeWindowSpec | None = None
+    key_serde: Serde | None = None
+    value_serde: Serde | None = None
+    op_label: str = "AGGREGATE"
+
+    @property
+    def stores(self) -> tuple[str, ...]:
+        """The aggregation's state store."""
+        return (self.store_name,)
+
+
+@dataclass(frozen=True, eq=False)
+class SinkNode(Node):
+    """Writes records to a Kafka topic (Kafka Streams' ``KSTREAM-SINK``).
+
+    ``partitioner(key, value, num_partitions) -> int | None``; ``None`` (the default) means
+    murmur2 of the serialized key, Java's default partitioner.
+    """
+
+    topic: str = ""
+    key_serde: Serde | None = None
+    value_serde: Serde | None = None
+    partitioner: Callable[..., int | None] | None = None
+
+    description_kind = "Sink"
+
+
+@dataclass(frozen=True)
+class GraphSnapshot:
+    """The nodes of a topology in creation order, with lookups by name."""
+
+    nodes: tuple[Node, ...]
+    by_name: dict[str, Node] = field(init=False, repr=False)
+    children: dict[str, tuple[str, ...]] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        by_name = {n.name: n for n in self.nodes}
+        children: dict[str, list[str]] = {n.name: [] for n in self.nodes}
+        for n in self.nodes:
+            for p in n.parents:
+                children[p].append(n.name)
+        object.__setattr__(self, "by_name", by_name)
+        object.__setattr__(self, "children", {k: tuple(v) for k, v in children.items()})
+
+    def of_type(self, cls: type) -> Iterable[Node]:
+        """The nodes that are instances of ``cls``, in creation order."""
+        return (n for n in self.nodes if isinstance(n, cls))

@@ -1,0 +1,81 @@
+"""The immutable topology built by ``StreamsBuilder.build()``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from streamtable.topology.describe import TopologyDescription, describe
+from streamtable.topology.nodes import (
+    AggregateNode,
+    GraphSnapshot,
+    Node,
+    RepartitionNode,
+    SinkNode,
+    SourceNode,
+)
+
+
+class Topology:
+    """A directed acyclic graph of sources, processors and sinks (Kafka Streams' ``Topology``).
+
+    Built by :meth:`streamtable.StreamsBuilder.build`; nothing runs until
+    :meth:`streamtable.KafkaStreams.start`.
+    """
+
+    def __init__(self, nodes: tuple[Node, ...]) -> None:
+        self._graph = GraphSnapshot(nodes)
+
+    @property
+    def graph(self) -> GraphSnapshot:
+        """The core nodes, in creation order."""
+        return self._graph
+
+    @property
+    def source_topics(self) -> tuple[str, ...]:
+        """Every user topic the topology reads, in first-use order."""
+        seen: dict[str, None] = {}
+        for node in self._graph.of_type(SourceNode):
+            for t in node.topics:
+                seen.setdefault(t, None)
+        return tuple(seen)
+
+    @property
+    def sink_topics(self) -> tuple[str, ...]:
+        """Every user topic the topology writes."""
+        return tuple(dict.fromkeys(n.topic for n in self._graph.of_type(SinkNode)))
+
+    @property
+    def store_names(self) -> tuple[str, ...]:
+        """Names of the state stores, in creation order."""
+        return tuple(s for n in self._graph.nodes for s in n.stores)
+
+    def describe(self) -> TopologyDescription:
+        """The topology in Kafka Streams' text format (``print(topology.describe())``)."""
+        return describe(self._graph)
+
+    def fingerprint(self) -> dict[str, object]:
+        """What a checkpoint depends on: source topics and each stateful operator's identity.
+
+        Stored beside the checkpoint; a restart with a different fingerprint is refused
+        (Spark's operator state is positional, so any change here would corrupt it).
+        """
+        stateful = []
+        for n in self._graph.nodes:
+            if isinstance(n, AggregateNode):
+                w = n.windows
+                stateful.append(
+                    {
+                        "store": n.store_name,
+                        "kind": n.aggregation.native or "python" if n.aggregation else None,
+                        "windows": None if w is None else [w.size_ms, w.advance_ms, w.grace_ms],
+                    }
+                )
+            elif isinstance(n, RepartitionNode):
+                stateful.append({"repartition": n.topic_name})
+        body = {"sources": list(self.source_topics), "stateful": stateful}
+        digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+        return {"version": 1, "digest": digest, **body}
+
+    def __repr__(self) -> str:
+        return f"Topology(sources={list(self.source_topics)}, sinks={list(self.sink_topics)})"
