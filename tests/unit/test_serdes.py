@@ -1,3 +1,4 @@
+# ruff: noqa: E501 — tables of (input, expected message) read best on one line
 """Serdes against bytes printed by Kafka's Java serializers (kafka-clients/streams 3.9.1).
 
 Vectors printed by tests/vectors/KafkaVectors.java.
@@ -193,12 +194,28 @@ def test_repr(serde, text):
         (Serdes.string(), b"x", r"StringSerializer: expected str, got bytes"),
         (Serdes.string(), "\ud800", r"StringSerializer: cannot encode the string as UTF-8"),
         (Serdes.bytes(), "x", r"ByteArraySerializer: expected bytes, bytearray or memoryview"),
-        (Serdes.json(), {"a": math.nan}, r"JsonSerializer: cannot encode dict as JSON: Out of range"),
+        (
+            Serdes.json(),
+            {"a": math.nan},
+            r"JsonSerializer: cannot encode dict as JSON: Out of range",
+        ),
         (Serdes.json(), {"a": {1, 2}}, r"JsonSerializer: cannot encode dict as JSON: .*set"),
-        (Serdes.time_windowed(Serdes.string(), 5), "a", r"TimeWindowedStringSerializer: expected Windowed"),
+        (
+            Serdes.time_windowed(Serdes.string(), 5),
+            "a",
+            r"TimeWindowedStringSerializer: expected Windowed",
+        ),
         (Serdes.time_windowed(Serdes.string(), 5), Windowed(None, 0, 5), r"must not be None"),
-        (Serdes.time_windowed(Serdes.string(), 5), Windowed("a", 2**63, 5), r"window start must be a 64-bit int"),
-        (Serdes.session_windowed(Serdes.string()), Windowed("a", 0, "x"), r"window end must be a 64-bit int"),
+        (
+            Serdes.time_windowed(Serdes.string(), 5),
+            Windowed("a", 2**63, 5),
+            r"window start must be a 64-bit int",
+        ),
+        (
+            Serdes.session_windowed(Serdes.string()),
+            Windowed("a", 0, "x"),
+            r"window end must be a 64-bit int",
+        ),
     ],
 )
 def test_serialize_errors(serde, obj, match):
@@ -211,17 +228,45 @@ def test_serialize_errors(serde, obj, match):
 @pytest.mark.parametrize(
     ("serde", "data", "match"),
     [
-        (Serdes.long(), b"abc", r"LongDeserializer: expected 8 bytes \(a big-endian signed 64-bit integer\), got 3 \(Size of data received by LongDeserializer is not 8\)"),
+        (
+            Serdes.long(),
+            b"abc",
+            r"LongDeserializer: expected 8 bytes \(a big-endian signed 64-bit integer\), got 3 \(Size of data received by LongDeserializer is not 8\)",
+        ),
         (Serdes.long(), b"", r"LongDeserializer: expected 8 bytes .* got 0"),
-        (Serdes.integer(), b"abc", r"IntegerDeserializer: expected 4 bytes .*Size of data received by IntegerDeserializer is not 4"),
-        (Serdes.double(), b"123456789", r"DoubleDeserializer: expected 8 bytes \(a big-endian IEEE-754 double\), got 9"),
+        (
+            Serdes.integer(),
+            b"abc",
+            r"IntegerDeserializer: expected 4 bytes .*Size of data received by IntegerDeserializer is not 4",
+        ),
+        (
+            Serdes.double(),
+            b"123456789",
+            r"DoubleDeserializer: expected 8 bytes \(a big-endian IEEE-754 double\), got 9",
+        ),
         (Serdes.json(), b"{", r"JsonDeserializer: expected UTF-8 JSON, got invalid JSON"),
-        (Serdes.json(), b"NaN", r"JsonDeserializer: expected UTF-8 JSON, got invalid JSON: NaN is not valid JSON"),
+        (
+            Serdes.json(),
+            b"NaN",
+            r"JsonDeserializer: expected UTF-8 JSON, got invalid JSON: NaN is not valid JSON",
+        ),
         (Serdes.json(), b"\xff", r"JsonDeserializer: expected UTF-8 JSON, got invalid UTF-8"),
         (Serdes.long(), "text", r"LongDeserializer: expected bytes or None, got str"),
-        (Serdes.time_windowed(Serdes.string(), 5), b"abc", r"TimeWindowedStringDeserializer: expected inner key bytes \+ 8-byte big-endian window start, got 3 bytes"),
-        (Serdes.session_windowed(Serdes.string()), b"a" * 15, r"SessionWindowedStringDeserializer: expected inner key bytes \+ 8-byte big-endian end \+ 8-byte big-endian start, got 15 bytes"),
-        (Serdes.time_windowed(Serdes.long(), 5), b"abc" + bytes(8), r"LongDeserializer: expected 8 bytes"),
+        (
+            Serdes.time_windowed(Serdes.string(), 5),
+            b"abc",
+            r"TimeWindowedStringDeserializer: expected inner key bytes \+ 8-byte big-endian window start, got 3 bytes",
+        ),
+        (
+            Serdes.session_windowed(Serdes.string()),
+            b"a" * 15,
+            r"SessionWindowedStringDeserializer: expected inner key bytes \+ 8-byte big-endian end \+ 8-byte big-endian start, got 15 bytes",
+        ),
+        (
+            Serdes.time_windowed(Serdes.long(), 5),
+            b"abc" + bytes(8),
+            r"LongDeserializer: expected 8 bytes",
+        ),
     ],
 )
 def test_deserialize_errors(serde, data, match):
@@ -264,8 +309,14 @@ def test_json_is_compact_like_jackson():
 
 
 def test_json_schema_is_stored_and_validated():
-    s = Serdes.json({"origin": "string", "dep": {"delay": "double", "n": "integer"}, "ok": "boolean"})
-    assert s.schema == {"origin": "string", "dep": {"delay": "double", "n": "integer"}, "ok": "boolean"}
+    s = Serdes.json(
+        {"origin": "string", "dep": {"delay": "double", "n": "integer"}, "ok": "boolean"}
+    )
+    assert s.schema == {
+        "origin": "string",
+        "dep": {"delay": "double", "n": "integer"},
+        "ok": "boolean",
+    }
     assert s.spark_ddl() == "`origin` STRING, `dep` STRUCT<`delay`: DOUBLE, `n`: INT>, `ok` BOOLEAN"
     assert Serdes.json().schema is None and Serdes.json().spark_ddl() is None
     # the schema is not enforced in Python
@@ -275,7 +326,10 @@ def test_json_schema_is_stored_and_validated():
 @pytest.mark.parametrize(
     ("schema", "match"),
     [
-        ({"a": "int64"}, r"field 'a' has type 'int64'; expected one of string, long, integer, double, boolean"),
+        (
+            {"a": "int64"},
+            r"field 'a' has type 'int64'; expected one of string, long, integer, double, boolean",
+        ),
         ({"a": {"b": "float"}}, r"field 'a.b' has type 'float'"),
         ({}, r"schema is empty"),
         (["a"], r"expected a dict of field name -> type name, got list"),
@@ -300,10 +354,14 @@ def test_custom_serde_wraps_errors_and_skips_none():
     s = Serdes.custom(ser, de, name="Thing")
     assert s.serialize(None) is None and calls == []
     assert s.serialize(5) == b"5"
-    with pytest.raises(SerializationError, match=r"ThingDeserializer: deserializer raised KeyError: 'boom'"):
+    with pytest.raises(
+        SerializationError, match=r"ThingDeserializer: deserializer raised KeyError: 'boom'"
+    ):
         s.deserialize(b"x")
     bad = Serdes.custom(lambda o: 5, bytes, name="Bad")
-    with pytest.raises(SerializationError, match=r"BadSerializer: serializer must return bytes, returned int"):
+    with pytest.raises(
+        SerializationError, match=r"BadSerializer: serializer must return bytes, returned int"
+    ):
         bad.serialize(1)
     with pytest.raises(TypeError, match="must be callable"):
         Serdes.custom(1, bytes)
@@ -335,7 +393,10 @@ def test_from_name(name, expected):
     ("name", "match"),
     [
         ("Strng", r"Unknown serde name 'Strng'. Did you mean 'String'\?"),
-        ("org.apache.kafka.common.serialization.Serdes$UUIDSerde", r"Unknown serde name .*UUIDSerde"),
+        (
+            "org.apache.kafka.common.serialization.Serdes$UUIDSerde",
+            r"Unknown serde name .*UUIDSerde",
+        ),
         (5, r"Serde name must be a str, got int"),
     ],
 )
@@ -350,9 +411,24 @@ def test_from_name_errors(name, match):
 @pytest.mark.parametrize(
     ("serde", "windowed", "hex_", "text"),
     [
-        (Serdes.time_windowed(Serdes.string(), 5000), Windowed("a", 10000, 15000), "610000000000002710", "[a@10000/15000]"),
-        (Serdes.time_windowed(Serdes.long(), 60000), Windowed(7, 0, 60000), "00000000000000070000000000000000", "[7@0/60000]"),
-        (Serdes.session_windowed(Serdes.string()), Windowed("key", 1000, 2500), "6b657900000000000009c400000000000003e8", "[key@1000/2500]"),
+        (
+            Serdes.time_windowed(Serdes.string(), 5000),
+            Windowed("a", 10000, 15000),
+            "610000000000002710",
+            "[a@10000/15000]",
+        ),
+        (
+            Serdes.time_windowed(Serdes.long(), 60000),
+            Windowed(7, 0, 60000),
+            "00000000000000070000000000000000",
+            "[7@0/60000]",
+        ),
+        (
+            Serdes.session_windowed(Serdes.string()),
+            Windowed("key", 1000, 2500),
+            "6b657900000000000009c400000000000003e8",
+            "[key@1000/2500]",
+        ),
     ],
 )
 def test_windowed_matches_java(serde, windowed, hex_, text):

@@ -48,7 +48,7 @@ codecs.register_error(_JAVA_REPLACE, _java_utf8_replace)
 
 
 class StringSerde(Serde):
-    """UTF-8 strings, as Kafka's ``StringSerializer``/``StringDeserializer``.
+    r"""UTF-8 strings, as Kafka's ``StringSerializer``/``StringDeserializer``.
 
     Invalid UTF-8 input is decoded with U+FFFD replacement characters exactly as Java's
     ``new String(bytes, UTF_8)`` does; it is not an error (as in Kafka).
@@ -57,8 +57,8 @@ class StringSerde(Serde):
     --------
     >>> s = StringSerde()
     >>> s.serialize("héllo")
-    b'h\\xc3\\xa9llo'
-    >>> s.deserialize(b'h\\xc3\\xa9llo')
+    b'h\xc3\xa9llo'
+    >>> s.deserialize(b'h\xc3\xa9llo')
     'héllo'
     """
 
@@ -131,20 +131,19 @@ class _IntegralSerde(_FixedWidthSerde):
         value = obj.__index__()
         if not self._min <= value <= self._max:
             raise self._ser_error(
-                f"{value} is out of range for {self._format_desc} "
-                f"[{self._min}, {self._max}]"
+                f"{value} is out of range for {self._format_desc} [{self._min}, {self._max}]"
             )
         return self._struct.pack(value)
 
 
 class LongSerde(_IntegralSerde):
-    """64-bit signed integers, 8 bytes big-endian, as Kafka's ``LongSerializer``.
+    r"""64-bit signed integers, 8 bytes big-endian, as Kafka's ``LongSerializer``.
 
     Examples
     --------
     >>> LongSerde().serialize(1)
-    b'\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x01'
-    >>> LongSerde().deserialize(b'\\xff' * 8)
+    b'\x00\x00\x00\x00\x00\x00\x00\x01'
+    >>> LongSerde().deserialize(b'\xff' * 8)
     -1
     >>> LongSerde().deserialize(b'abc')
     Traceback (most recent call last):
@@ -162,12 +161,12 @@ class LongSerde(_IntegralSerde):
 
 
 class IntegerSerde(_IntegralSerde):
-    """32-bit signed integers, 4 bytes big-endian, as Kafka's ``IntegerSerializer``.
+    r"""32-bit signed integers, 4 bytes big-endian, as Kafka's ``IntegerSerializer``.
 
     Examples
     --------
     >>> IntegerSerde().serialize(-2)
-    b'\\xff\\xff\\xff\\xfe'
+    b'\xff\xff\xff\xfe'
     """
 
     kind: ClassVar[str] = "integer"
@@ -180,15 +179,15 @@ class IntegerSerde(_IntegralSerde):
 
 
 class DoubleSerde(_FixedWidthSerde):
-    """IEEE-754 doubles, 8 bytes big-endian, as Kafka's ``DoubleSerializer``.
+    r"""IEEE-754 doubles, 8 bytes big-endian, as Kafka's ``DoubleSerializer``.
 
     ``int`` values are converted to ``float``; NaN and infinities are allowed, as in Java.
 
     Examples
     --------
     >>> DoubleSerde().serialize(1.5)
-    b'?\\xf8\\x00\\x00\\x00\\x00\\x00\\x00'
-    >>> DoubleSerde().deserialize(b'?\\xf8\\x00\\x00\\x00\\x00\\x00\\x00')
+    b'?\xf8\x00\x00\x00\x00\x00\x00'
+    >>> DoubleSerde().deserialize(b'?\xf8\x00\x00\x00\x00\x00\x00')
     1.5
     """
 
@@ -199,8 +198,10 @@ class DoubleSerde(_FixedWidthSerde):
     _format_desc = "a big-endian IEEE-754 double"
 
     def _serialize(self, obj: Any) -> bytes:
-        if isinstance(obj, bool) or not isinstance(obj, int | float) and not hasattr(
-            obj, "__float__"
+        if (
+            isinstance(obj, bool)
+            or not isinstance(obj, int | float)
+            and not hasattr(obj, "__float__")
         ):
             raise self._ser_error(f"expected float, got {type(obj).__name__}")
         try:
@@ -259,7 +260,9 @@ def _freeze_schema(schema: Mapping[str, Any], path: str = "") -> tuple[tuple[str
     for field, type_name in schema.items():
         where = f"{path}.{field}" if path else str(field)
         if not isinstance(field, str) or not field:
-            raise ConfigError(f"Serdes.json(schema=...): field names must be non-empty str, got {field!r}")
+            raise ConfigError(
+                f"Serdes.json(schema=...): field names must be non-empty str, got {field!r}"
+            )
         if isinstance(type_name, Mapping):
             items.append((field, _freeze_schema(type_name, where)))
         elif isinstance(type_name, str) and type_name in JSON_SCHEMA_TYPES:
@@ -291,7 +294,7 @@ def _reject_constant(name: str) -> Any:
 
 
 class JsonSerde(Serde):
-    """UTF-8 JSON, compact like Jackson's default ``ObjectMapper`` output.
+    r"""UTF-8 JSON, compact like Jackson's default ``ObjectMapper`` output.
 
     Serialization uses separators ``(",", ":")``, keeps non-ASCII characters as UTF-8
     (``ensure_ascii=False``) and rejects NaN and infinities, which are not JSON.
@@ -313,7 +316,7 @@ class JsonSerde(Serde):
     --------
     >>> j = JsonSerde()
     >>> j.serialize({"a": 1, "b": [True, None], "c": "é"})
-    b'{"a":1,"b":[true,null],"c":"\\xc3\\xa9"}'
+    b'{"a":1,"b":[true,null],"c":"\xc3\xa9"}'
     >>> j.deserialize(b'{"a": 1}')
     {'a': 1}
     >>> JsonSerde(schema={"origin": "string", "delay": "double"}).spark_ddl()
@@ -325,9 +328,7 @@ class JsonSerde(Serde):
 
     def __init__(self, schema: Mapping[str, Any] | None = None) -> None:
         self._schema = None if schema is None else _freeze_schema(schema)
-        self._encoder = json.JSONEncoder(
-            separators=(",", ":"), ensure_ascii=False, allow_nan=False
-        )
+        self._encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         self._decoder = json.JSONDecoder(parse_constant=_reject_constant)
 
     @property
@@ -336,7 +337,7 @@ class JsonSerde(Serde):
         return None if self._schema is None else _thaw_schema(self._schema)
 
     def spark_ddl(self) -> str | None:
-        """The schema as a Spark SQL DDL string (``"`a` BIGINT, `b` STRING"``), or ``None``."""
+        """Return the schema as Spark SQL DDL (``"`a` BIGINT, `b` STRING"``), or ``None``."""
         return None if self._schema is None else _ddl(self._schema)
 
     def _params(self) -> tuple[Any, ...]:
@@ -434,12 +435,12 @@ _NAMES: dict[str, Serde] = {
 
 
 class Serdes:
-    """Factory of serdes, named as Kafka's ``org.apache.kafka.common.serialization.Serdes``.
+    r"""Factory of serdes, named as Kafka's ``org.apache.kafka.common.serialization.Serdes``.
 
     Examples
     --------
     >>> Serdes.long().serialize(1)
-    b'\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x01'
+    b'\x00\x00\x00\x00\x00\x00\x00\x01'
     >>> Serdes.from_name("org.apache.kafka.common.serialization.Serdes$StringSerde")
     Serdes.string()
     """
@@ -481,7 +482,7 @@ class Serdes:
         *,
         name: str = "Custom",
     ) -> CustomSerde:
-        """A serde from two Python callables; the compiler runs them in Python UDFs.
+        """Build a serde from two Python callables; the compiler runs them in Python UDFs.
 
         Examples
         --------

@@ -95,7 +95,11 @@ def default_partition(key_bytes: bytes | bytearray | memoryview, num_partitions:
             "default_partition(): key_bytes is None; records with a null key are not "
             "hash-partitioned (the Java producer uses sticky partitioning for them)"
         )
-    if isinstance(num_partitions, bool) or not isinstance(num_partitions, int) or num_partitions <= 0:
+    if (
+        isinstance(num_partitions, bool)
+        or not isinstance(num_partitions, int)
+        or num_partitions <= 0
+    ):
         raise ValueError(
             f"default_partition(): num_partitions must be a positive int, got {num_partitions!r}"
         )

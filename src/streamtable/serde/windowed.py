@@ -65,7 +65,7 @@ def _check_window_bounds(serde: Serde, obj: Any) -> Windowed[Any]:
 
 
 class TimeWindowedSerde(Serde):
-    """Keys of tumbling/hopping windows: inner key bytes + 8-byte big-endian window start.
+    r"""Keys of tumbling/hopping windows: inner key bytes + 8-byte big-endian window start.
 
     As Kafka's ``TimeWindowedSerializer``/``TimeWindowedDeserializer``: the window end is not
     on the wire; deserialization rebuilds ``end = start + window_size_ms``, capped at
@@ -84,8 +84,8 @@ class TimeWindowedSerde(Serde):
     >>> from streamtable.serde import Serdes
     >>> s = Serdes.time_windowed(Serdes.string(), 5000)
     >>> s.serialize(Windowed("a", 10000, 15000))
-    b"a\\x00\\x00\\x00\\x00\\x00\\x00'\\x10"
-    >>> str(s.deserialize(b"a\\x00\\x00\\x00\\x00\\x00\\x00'\\x10"))
+    b"a\x00\x00\x00\x00\x00\x00'\x10"
+    >>> str(s.deserialize(b"a\x00\x00\x00\x00\x00\x00'\x10"))
     '[a@10000/15000]'
     """
 
@@ -96,7 +96,8 @@ class TimeWindowedSerde(Serde):
             raise TypeError(f"time_windowed(): inner must be a Serde, got {type(inner).__name__}")
         if isinstance(window_size_ms, bool) or not isinstance(window_size_ms, int):
             raise TypeError(
-                f"time_windowed(): window_size_ms must be an int, got {type(window_size_ms).__name__}"
+                "time_windowed(): window_size_ms must be an int, "
+                f"got {type(window_size_ms).__name__}"
             )
         if window_size_ms <= 0:
             raise ValueError(f"time_windowed(): window_size_ms must be > 0, got {window_size_ms}")

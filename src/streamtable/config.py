@@ -1,0 +1,445 @@
+"""Typed, immutable configuration with Kafka Streams' key names."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from streamtable.errors import ConfigError
+from streamtable.serde import Serde, Serdes
+
+__all__ = ["StreamsConfig", "KNOWN_KEYS", "CLIENT_PREFIXES"]
+
+ProcessingGuarantee = Literal["at_least_once", "exactly_once_v2"]
+DeserializationHandler = Literal["log_and_fail", "log_and_continue"]
+Trigger = Literal["processing_time", "available_now", "real_time"]
+OffsetReset = Literal["earliest", "latest"]
+
+#: Prefixes of Kafka client configs passed through (prefix stripped) to the matching client.
+CLIENT_PREFIXES = ("consumer.", "producer.", "admin.")
+
+_APP_ID_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
+_MAX_APP_ID_LEN = 249  # Kafka's maximum topic-name length; internal topics are prefixed with it
+
+
+def _default_state_dir() -> str:
+    return os.path.join(tempfile.gettempdir(), "streamtable")
+
+
+# ------------------------------------------------------------------------------------------------
+# Value parsers: each takes (key, raw value) and returns the typed value or raises ConfigError.
+# ------------------------------------------------------------------------------------------------
+
+
+def _type_name(value: object) -> str:
+    return type(value).__name__
+
+
+def _str(key: str, value: object, *, non_empty: bool = True) -> str:
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str):
+        raise ConfigError(f"Config {key!r} expects a str, got {_type_name(value)} {value!r}")
+    if non_empty and not value.strip():
+        raise ConfigError(f"Config {key!r} expects a non-empty str, got {value!r}")
+    return value
+
+
+def _int(
+    key: str, value: object, *, minimum: int | None = None, allowed: tuple[int, ...] = ()
+) -> int:
+    parsed: int
+    if isinstance(value, bool):
+        raise ConfigError(f"Config {key!r} expects an int, got bool {value!r}")
+    if isinstance(value, int):
+        parsed = value
+    elif isinstance(value, str) and re.fullmatch(r"\s*[-+]?\d+\s*", value):
+        parsed = int(value)  # Kafka's ConfigDef also parses ints given as strings
+    else:
+        raise ConfigError(f"Config {key!r} expects an int, got {_type_name(value)} {value!r}")
+    if minimum is not None and parsed < minimum and parsed not in allowed:
+        extra = f" (or {' or '.join(map(str, allowed))})" if allowed else ""
+        raise ConfigError(f"Config {key!r} must be >= {minimum}{extra}, got {parsed}")
+    return parsed
+
+
+def _choice(key: str, value: object, choices: Mapping[str, str], hint: str = "") -> str:
+    """Map ``value`` (case-insensitive) through ``choices`` (accepted spelling -> canonical)."""
+    if isinstance(value, str):
+        norm = value.strip()
+        for spelled, canonical in choices.items():
+            if norm.lower() == spelled.lower():
+                return canonical
+    canonical_values = list(dict.fromkeys(choices.values()))
+    expected = " | ".join(repr(c) for c in canonical_values)
+    raise ConfigError(f"Config {key!r} expects one of {expected}, got {value!r}.{hint}")
+
+
+def _bootstrap_servers(key: str, value: object) -> str:
+    if isinstance(value, list | tuple):
+        if not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"Config {key!r} expects 'host:port[,host:port...]', got {value!r}")
+        value = ",".join(value)
+    text = _str(key, value)
+    entries = [e.strip() for e in text.split(",")]
+    for entry in entries:
+        host, sep, port = entry.rpartition(":")
+        if "://" in host:
+            host = host.split("://", 1)[1]
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(
+                f"Config {key!r} expects 'host:port[,host:port...]', got {text!r} "
+                f"(invalid entry {entry!r})"
+            )
+    return ",".join(entries)
+
+
+def _application_id(key: str, value: object) -> str:
+    text = _str(key, value)
+    if not _APP_ID_RE.match(text) or len(text) > _MAX_APP_ID_LEN:
+        raise ConfigError(
+            f"Config {key!r} must be 1-{_MAX_APP_ID_LEN} characters from [a-zA-Z0-9._-] "
+            f"(it prefixes Kafka topic names and the consumer group id), got {text!r}"
+        )
+    return text
+
+
+def _serde(key: str, value: object) -> Serde:
+    if isinstance(value, Serde):
+        return value
+    if isinstance(value, str):
+        try:
+            return Serdes.from_name(value)
+        except ConfigError as e:
+            raise ConfigError(f"Config {key!r}: {e}") from None
+    raise ConfigError(
+        f"Config {key!r} expects a Serde or a serde name such as 'String' or "
+        f"'org.apache.kafka.common.serialization.Serdes$StringSerde', "
+        f"got {_type_name(value)} {value!r}"
+    )
+
+
+_GUARANTEES = {"at_least_once": "at_least_once", "exactly_once_v2": "exactly_once_v2"}
+_HANDLERS = {
+    "log_and_fail": "log_and_fail",
+    "log_and_continue": "log_and_continue",
+    "LogAndFailExceptionHandler": "log_and_fail",
+    "LogAndContinueExceptionHandler": "log_and_continue",
+    "org.apache.kafka.streams.errors.LogAndFailExceptionHandler": "log_and_fail",
+    "org.apache.kafka.streams.errors.LogAndContinueExceptionHandler": "log_and_continue",
+}
+_TRIGGERS = {
+    "processing_time": "processing_time",
+    "available_now": "available_now",
+    "real_time": "real_time",
+}
+_OFFSET_RESETS = {"earliest": "earliest", "latest": "latest"}
+
+
+def _guarantee(key: str, value: object) -> str:
+    hint = ""
+    if isinstance(value, str) and value.strip().lower() in ("exactly_once", "exactly_once_beta"):
+        hint = (
+            " 'exactly_once' and 'exactly_once_beta' were removed in Kafka 4.0;"
+            " use 'exactly_once_v2'."
+        )
+    return _choice(key, value, _GUARANTEES, hint)
+
+
+def _offset_reset(key: str, value: object) -> str:
+    hint = " Kafka's 'none' and 'by_duration:...' are not supported."
+    return _choice(key, value, _OFFSET_RESETS, hint)
+
+
+def _max_offsets(key: str, value: object) -> int | None:
+    return None if value is None else _int(key, value, minimum=1)
+
+
+# key -> (attribute name, parser, default). A default of _REQUIRED means the key is required.
+_REQUIRED = object()
+_Parser = Callable[[str, object], Any]
+
+_KEYS: dict[str, tuple[str, _Parser, Any]] = {
+    "application.id": ("application_id", _application_id, _REQUIRED),
+    "bootstrap.servers": ("bootstrap_servers", _bootstrap_servers, _REQUIRED),
+    "processing.guarantee": ("processing_guarantee", _guarantee, "at_least_once"),
+    "state.dir": ("state_dir", _str, None),  # None -> <tempdir>/streamtable
+    "commit.interval.ms": ("commit_interval_ms", lambda k, v: _int(k, v, minimum=0), 1000),
+    "default.key.serde": ("default_key_serde", _serde, None),
+    "default.value.serde": ("default_value_serde", _serde, None),
+    "deserialization.exception.handler": (
+        "deserialization_handler",
+        lambda k, v: _choice(k, v, _HANDLERS),
+        None,
+    ),
+    "default.deserialization.exception.handler": (
+        "deserialization_handler",
+        lambda k, v: _choice(k, v, _HANDLERS),
+        None,
+    ),
+    "num.stream.threads": ("num_stream_threads", lambda k, v: _int(k, v, minimum=1), 1),
+    "auto.offset.reset": ("auto_offset_reset", _offset_reset, "earliest"),
+    "max.task.idle.ms": ("max_task_idle_ms", lambda k, v: _int(k, v, minimum=0, allowed=(-1,)), 0),
+    "replication.factor": (
+        "replication_factor",
+        lambda k, v: _int(k, v, minimum=1, allowed=(-1,)),
+        -1,
+    ),
+    "client.id": ("client_id", lambda k, v: _str(k, v, non_empty=False), ""),
+    "statestore.cache.max.bytes": (
+        "statestore_cache_max_bytes",
+        lambda k, v: _int(k, v, minimum=0),
+        10 * 1024 * 1024,
+    ),
+    "request.timeout.ms": ("request_timeout_ms", lambda k, v: _int(k, v, minimum=1), 30000),
+    "streamtable.trigger": ("trigger", lambda k, v: _choice(k, v, _TRIGGERS), "processing_time"),
+    "streamtable.shuffle.partitions": ("shuffle_partitions", lambda k, v: _int(k, v, minimum=1), 4),
+    "streamtable.max.offsets.per.trigger": ("max_offsets_per_trigger", _max_offsets, None),
+}
+
+#: Every exact key :meth:`StreamsConfig.from_mapping` accepts (besides ``spark.*`` and
+#: the client prefixes).
+KNOWN_KEYS: tuple[str, ...] = tuple(_KEYS)
+
+
+def _spark_value(key: str, value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | int | float):
+        return str(value)
+    raise ConfigError(
+        f"Config {key!r} (passed to Spark) expects a str, int, float or bool, "
+        f"got {_type_name(value)} {value!r}"
+    )
+
+
+def _unknown_key(key: str) -> ConfigError:
+    close = difflib.get_close_matches(key, KNOWN_KEYS, n=1, cutoff=0.6)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return ConfigError(
+        f"Unknown config key {key!r}.{hint} Known keys: {', '.join(KNOWN_KEYS)}; "
+        f"keys starting with 'spark.' are passed to Spark and keys starting with "
+        f"{', '.join(repr(p) for p in CLIENT_PREFIXES)} to the Kafka clients."
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsConfig:
+    """Configuration of a streamtable application, with Kafka Streams' key names.
+
+    Build it with :meth:`from_mapping`; read it through the snake_case attributes. Instances are
+    immutable; dict-valued attributes return fresh copies.
+
+    Keys
+    ----
+    ``application.id`` (required, str)
+        Identifies the application: consumer group id, prefix of internal topics, and the name of
+        the checkpoint folder. 1-249 characters from ``[a-zA-Z0-9._-]``.
+    ``bootstrap.servers`` (required, str or list of str)
+        ``host:port[,host:port...]`` of the Kafka brokers.
+    ``processing.guarantee`` (``"at_least_once"`` default | ``"exactly_once_v2"``)
+        ``exactly_once_v2`` is accepted here but the runtime does not support it yet.
+    ``state.dir`` (str or path; default ``<tempdir>/streamtable``)
+        Root of local state; checkpoints go to ``state.dir/application.id``.
+    ``commit.interval.ms`` (int >= 0; default **1000**)
+        In streamtable this is the micro-batch trigger interval: each batch commits its offsets
+        and state. Kafka Streams' default is 30000; we choose 1000 for lower latency.
+    ``default.key.serde``, ``default.value.serde`` (Serde or name; default None)
+        Serde objects, or names such as ``"String"``, ``"Long"`` or
+        ``"org.apache.kafka.common.serialization.Serdes$StringSerde"``.
+    ``deserialization.exception.handler`` (``"log_and_fail"`` default | ``"log_and_continue"``)
+        Also accepts Kafka's class names ``LogAndFailExceptionHandler`` and
+        ``LogAndContinueExceptionHandler`` (short or fully qualified). The deprecated
+        ``default.deserialization.exception.handler`` is accepted too; giving both with different
+        values is an error.
+    ``num.stream.threads`` (int >= 1; default 1)
+        Accepted for compatibility and ignored: Spark decides parallelism
+        (see ``streamtable.shuffle.partitions`` and the topic partitions).
+    ``auto.offset.reset`` (``"earliest"`` default | ``"latest"``)
+        Where to start when the application has no committed offsets (Kafka Streams' default).
+    ``max.task.idle.ms`` (int >= 0 or -1; default 0)
+    ``replication.factor`` (int >= 1 or -1 = broker default; default -1)
+        Replication factor of internal topics.
+    ``client.id`` (str; default ``""``)
+    ``statestore.cache.max.bytes`` (int >= 0; default 10485760)
+    ``request.timeout.ms`` (int >= 1; default 30000)
+        Timeout of admin calls and of the broker reachability check.
+    ``streamtable.trigger`` (``"processing_time"`` default | ``"available_now"`` | ``"real_time"``)
+        Spark trigger: periodic micro-batches every ``commit.interval.ms``, process what is
+        available then stop, or Spark's real-time mode.
+    ``streamtable.shuffle.partitions`` (int >= 1; default 4)
+        ``spark.sql.shuffle.partitions`` for the streaming query (the number of state partitions;
+        fixed once a checkpoint exists).
+    ``streamtable.max.offsets.per.trigger`` (int >= 1 or None; default None = no limit)
+        Upper bound of records read per micro-batch (Spark's ``maxOffsetsPerTrigger``).
+    ``spark.*``
+        Passed to the Spark session as strings (booleans as ``"true"``/``"false"``).
+    ``consumer.*``, ``producer.*``, ``admin.*``
+        Kafka client configs, stored with the prefix removed in :attr:`consumer_config`,
+        :attr:`producer_config` and :attr:`admin_config`.
+
+    Raises
+    ------
+    ConfigError
+        From :meth:`from_mapping`, for a missing required key, an unknown key (with the closest
+        known key suggested) or an ill-typed or out-of-range value (naming the key).
+
+    Examples
+    --------
+    >>> cfg = StreamsConfig.from_mapping({
+    ...     "application.id": "wordcount",
+    ...     "bootstrap.servers": "localhost:9092",
+    ...     "default.key.serde": "String",
+    ...     "spark.sql.adaptive.enabled": False,
+    ... })
+    >>> cfg.commit_interval_ms, cfg.default_key_serde, cfg.spark_conf
+    (1000, Serdes.string(), {'spark.sql.adaptive.enabled': 'false'})
+    >>> StreamsConfig.from_mapping({"application.id": "a", "bootstrap.server": "x:1"})
+    Traceback (most recent call last):
+    ...
+    streamtable.errors.ConfigError: Unknown config key 'bootstrap.server'. Did you mean ...
+    """
+
+    application_id: str
+    bootstrap_servers: str
+    processing_guarantee: ProcessingGuarantee = "at_least_once"
+    state_dir: str = field(default_factory=_default_state_dir)
+    commit_interval_ms: int = 1000
+    default_key_serde: Serde | None = None
+    default_value_serde: Serde | None = None
+    deserialization_handler: DeserializationHandler = "log_and_fail"
+    num_stream_threads: int = 1
+    auto_offset_reset: OffsetReset = "earliest"
+    max_task_idle_ms: int = 0
+    replication_factor: int = -1
+    client_id: str = ""
+    statestore_cache_max_bytes: int = 10 * 1024 * 1024
+    request_timeout_ms: int = 30000
+    trigger: Trigger = "processing_time"
+    shuffle_partitions: int = 4
+    max_offsets_per_trigger: int | None = None
+    _spark_conf: tuple[tuple[str, str], ...] = ()
+    _consumer_config: tuple[tuple[str, Any], ...] = ()
+    _producer_config: tuple[tuple[str, Any], ...] = ()
+    _admin_config: tuple[tuple[str, Any], ...] = ()
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, object] | StreamsConfig) -> StreamsConfig:
+        """Validate ``mapping`` (Kafka Streams' dotted keys) into a :class:`StreamsConfig`.
+
+        A value of ``None`` means "use the default" for optional keys. A ``StreamsConfig`` is
+        returned unchanged.
+
+        Raises
+        ------
+        ConfigError
+            Missing required key, unknown key, or ill-typed/out-of-range value.
+        """
+        if isinstance(mapping, StreamsConfig):
+            return mapping
+        if not isinstance(mapping, Mapping):
+            raise ConfigError(
+                "StreamsConfig expects a mapping of config keys to values, "
+                f"got {_type_name(mapping)}"
+            )
+        values: dict[str, Any] = {}
+        handler_source: dict[str, str] = {}
+        spark: dict[str, str] = {}
+        clients: dict[str, dict[str, Any]] = {p: {} for p in CLIENT_PREFIXES}
+        for key, raw in mapping.items():
+            if not isinstance(key, str):
+                raise ConfigError(f"Config keys must be str, got {_type_name(key)} {key!r}")
+            if key in _KEYS:
+                attr, parser, default = _KEYS[key]
+                if raw is None:
+                    if default is _REQUIRED:
+                        raise ConfigError(f"Config {key!r} is required and must not be None")
+                    continue
+                value = parser(key, raw)
+                if attr == "deserialization_handler":
+                    if attr in values and values[attr] != value:
+                        other = handler_source[attr]
+                        raise ConfigError(
+                            f"Config {key!r} ({value!r}) conflicts with {other!r} "
+                            f"({values[attr]!r}); set only 'deserialization.exception.handler'"
+                        )
+                    handler_source[attr] = key
+                values[attr] = value
+            elif key.startswith("spark."):
+                if raw is None:
+                    raise ConfigError(f"Config {key!r} (passed to Spark) must not be None")
+                spark[key] = _spark_value(key, raw)
+            elif key.startswith(CLIENT_PREFIXES):
+                prefix = next(p for p in CLIENT_PREFIXES if key.startswith(p))
+                sub = key[len(prefix) :]
+                if not sub:
+                    raise ConfigError(
+                        f"Config {key!r} has an empty client config name after the prefix"
+                    )
+                clients[prefix][sub] = raw
+            else:
+                raise _unknown_key(key)
+        for key, (attr, _parser, default) in _KEYS.items():
+            if default is _REQUIRED and attr not in values:
+                raise ConfigError(f"Config {key!r} is required (e.g. {_EXAMPLES[key]!r})")
+        if values.get("state_dir") is None:
+            values.pop("state_dir", None)
+        return cls(
+            **values,
+            _spark_conf=tuple(sorted(spark.items())),
+            _consumer_config=tuple(clients["consumer."].items()),
+            _producer_config=tuple(clients["producer."].items()),
+            _admin_config=tuple(clients["admin."].items()),
+        )
+
+    @property
+    def spark_conf(self) -> dict[str, str]:
+        """``spark.*`` keys and their values as strings (a fresh dict)."""
+        return dict(self._spark_conf)
+
+    @property
+    def consumer_config(self) -> dict[str, Any]:
+        """``consumer.*`` configs with the prefix removed (a fresh dict)."""
+        return dict(self._consumer_config)
+
+    @property
+    def producer_config(self) -> dict[str, Any]:
+        """``producer.*`` configs with the prefix removed (a fresh dict)."""
+        return dict(self._producer_config)
+
+    @property
+    def admin_config(self) -> dict[str, Any]:
+        """``admin.*`` configs with the prefix removed (a fresh dict)."""
+        return dict(self._admin_config)
+
+    @property
+    def checkpoint_dir(self) -> str:
+        """``state.dir/application.id``: where the query's checkpoint and local state live."""
+        return os.path.join(self.state_dir, self.application_id)
+
+    def to_mapping(self) -> dict[str, Any]:
+        """Return the full configuration with dotted keys (defaults filled in; serdes as objects).
+
+        ``from_mapping(cfg.to_mapping()) == cfg`` holds.
+        """
+        out: dict[str, Any] = {}
+        for key, (attr, _parser, _default) in _KEYS.items():
+            if key == "default.deserialization.exception.handler":
+                continue
+            out[key] = getattr(self, attr)
+        out.update(self._spark_conf)
+        for prefix, items in (
+            ("consumer.", self._consumer_config),
+            ("producer.", self._producer_config),
+            ("admin.", self._admin_config),
+        ):
+            out.update({prefix + k: v for k, v in items})
+        return out
+
+
+_EXAMPLES = {"application.id": "wordcount", "bootstrap.servers": "localhost:9092"}
