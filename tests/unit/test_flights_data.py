@@ -190,3 +190,17 @@ def test_expected_hourly_totals_and_shape(df):
     assert list(h.itertuples(index=False)) == sorted(
         h.itertuples(index=False), key=lambda r: (r.origin, r.window_start)
     )
+
+
+def test_produce_records_raises_when_broker_unreachable():
+    from streamtable.broker._node import free_port
+    from streamtable.errors import StreamtableError
+
+    port = free_port()
+    with pytest.raises(
+        StreamtableError,
+        match=r"topic .t. at 127.0.0.1:\d+: 2 record\(s\) were not delivered \(0 delivered\)",
+    ):
+        fd.produce_records(
+            f"127.0.0.1:{port}", "t", [(b"k", b"v", 1), (b"k2", None, None)], timeout_s=1.5
+        )

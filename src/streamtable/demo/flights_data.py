@@ -274,6 +274,8 @@ def produce_records(
     )
     produce = producer.produce
     count = 0
+    remaining = 0
+    ok = False
     try:
         for key, value, ts in records:
             kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": on_delivery}
@@ -296,8 +298,15 @@ def produce_records(
         remaining = producer.flush(timeout_s)
         while remaining > 0 and time.monotonic() < deadline:
             remaining = producer.flush(max(0.1, deadline - time.monotonic()))
+        ok = not errors and remaining == 0
     except KafkaException as e:
         raise StreamtableError(f"Producing to topic {topic!r} failed: {e}") from e
+    finally:
+        if not ok:
+            producer.purge()
+            producer.flush(0)
+        if hasattr(producer, "close"):  # confluent-kafka >= 2.11
+            producer.close()
     if errors:
         shown = "; ".join(e for e in errors if e)
         raise StreamtableError(
