@@ -81,8 +81,15 @@ def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
 
 
 def new_cluster_id() -> str:
-    """Return a random KRaft cluster id (22 characters of URL-safe base64, as Kafka makes)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """Return a random KRaft cluster id (22 characters of URL-safe base64, as Kafka makes).
+
+    Like Kafka's ``Uuid.randomUuid``, ids starting with ``-`` are avoided: the storage tool's
+    argument parser would take them for an option.
+    """
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 def tail_file(path: pathlib.Path, n: int) -> list[str]:
@@ -324,12 +331,12 @@ def format_all(
             for _, p in running:
                 p.kill()
             raise BrokerError(
-                f"formatting the storage of Kafka node {node.node_id} timed out:\n"
+                f"Kafka node {node.node_id}: formatting the storage timed out; its output:\n"
                 + "\n".join(tail_file(node.home / "format.log", 40))
             ) from None
         if rc != 0:
             raise BrokerError(
-                f"formatting the storage of Kafka node {node.node_id} failed (exit {rc}):\n"
+                f"Kafka node {node.node_id}: formatting the storage failed (exit {rc}); its output:\n"
                 + "\n".join(tail_file(node.home / "format.log", 40))
             )
 
