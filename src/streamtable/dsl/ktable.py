@@ -81,7 +81,7 @@ class KTable:
         """The table's changelog as a stream: one record per update, tombstones included."""
         from streamtable.dsl.kstream import KStream
 
-        node = self._op(RecordOpKind.PEEK, _noop, "TOSTREAM", name)
+        node = self._op(RecordOpKind.IDENTITY, _noop, "TOSTREAM", name)
         return KStream(self._graph, node, key_serde=self._key_serde)
 
 

@@ -38,6 +38,7 @@ class RecordOpKind(str, Enum):
     FLAT_MAP = "flat_map"  #: ``fn(key, value) -> iterable of (key, value)``
     FLAT_MAP_VALUES = "flat_map_values"  #: ``fn(value) -> iterable of values``; key kept
     PEEK = "peek"  #: ``fn(key, value)`` called for its side effect; the record passes unchanged
+    IDENTITY = "identity"  #: the record passes unchanged (``KTable.to_stream``); no Python runs
 
 
 @dataclass(frozen=True, eq=False)

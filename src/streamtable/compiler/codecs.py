@@ -1,0 +1,133 @@
+"""How the binary ``key``/``value`` columns of a compiled frame map to Python objects.
+
+Between operators a record's key and value travel through Spark as bytes. A :class:`Codec`
+says which bytes: those of a user serde (as read from or written to a topic), an internal
+pickle for intermediate Python objects (never used for topic data, which is never unpickled),
+a native ``bigint`` column (results of Spark's own ``count``), or a windowed key (the inner
+key's bytes followed by the 8-byte big-endian window start, Kafka Streams' format).
+
+Pure Python: this module runs inside Spark's Python workers and imports no PySpark.
+"""
+
+from __future__ import annotations
+
+import pickle
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from streamtable.serde import Serde, Windowed
+
+
+class Codec:
+    """Decode and encode lists of column values (``None`` is a null column value)."""
+
+    #: True when equal objects always give equal bytes (needed to group by the bytes).
+    canonical: bool = True
+    #: True when the column is ``bigint`` rather than ``binary``.
+    native_long: bool = False
+
+    def decode_many(self, datas: Sequence[Any]) -> list[Any]:
+        """Python objects for column values."""
+        raise NotImplementedError
+
+    def encode_many(self, objs: Sequence[Any]) -> list[Any]:
+        """Column values for Python objects."""
+        raise NotImplementedError
+
+    def serde(self) -> Serde | None:
+        """The user serde whose bytes this codec holds, if any."""
+        return None
+
+
+@dataclass(frozen=True)
+class SerdeCodec(Codec):
+    """Bytes of a user serde, byte-identical to Kafka's Java serializers."""
+
+    the_serde: Serde
+
+    def decode_many(self, datas: Sequence[Any]) -> list[Any]:  # noqa: D102
+        return self.the_serde.deserialize_many(datas)
+
+    def encode_many(self, objs: Sequence[Any]) -> list[Any]:  # noqa: D102
+        return self.the_serde.serialize_many(objs)
+
+    def serde(self) -> Serde | None:  # noqa: D102
+        return self.the_serde
+
+
+@dataclass(frozen=True)
+class PickleCodec(Codec):
+    """Internal encoding of intermediate Python objects; ``None`` stays a null column value.
+
+    Only bytes that streamtable itself wrote in the same application (shuffles, state) are
+    unpickled; topic data never is.
+    """
+
+    def decode_many(self, datas: Sequence[Any]) -> list[Any]:  # noqa: D102
+        loads = pickle.loads
+        return [None if d is None else loads(d) for d in datas]
+
+    def encode_many(self, objs: Sequence[Any]) -> list[Any]:  # noqa: D102
+        dumps = pickle.dumps
+        return [None if o is None else dumps(o, protocol=5) for o in objs]
+
+
+@dataclass(frozen=True)
+class LongColumnCodec(Codec):
+    """A native ``bigint`` column holding Python ints (e.g. Spark's ``count``)."""
+
+    native_long = True
+
+    def decode_many(self, datas: Sequence[Any]) -> list[Any]:  # noqa: D102
+        return list(datas)
+
+    def encode_many(self, objs: Sequence[Any]) -> list[Any]:  # noqa: D102
+        return list(objs)
+
+
+_START = struct.Struct(">q")
+
+
+@dataclass(frozen=True)
+class WindowedCodec(Codec):
+    """``Windowed(key, start, end)``: inner key bytes + 8-byte big-endian start (ms).
+
+    Matches Kafka Streams' ``TimeWindowedSerializer``; ``end = start + size_ms``.
+    """
+
+    inner: Codec
+    size_ms: int
+
+    def decode_many(self, datas: Sequence[Any]) -> list[Any]:  # noqa: D102
+        inner_bytes = [None if d is None else d[:-8] for d in datas]
+        keys = self.inner.decode_many(inner_bytes)
+        out: list[Any] = []
+        for d, k in zip(datas, keys, strict=True):
+            if d is None:
+                out.append(None)
+            else:
+                start = _START.unpack_from(d, len(d) - 8)[0]
+                out.append(Windowed(k, start, start + self.size_ms))
+        return out
+
+    def encode_many(self, objs: Sequence[Any]) -> list[Any]:  # noqa: D102
+        inner = self.inner.encode_many([None if o is None else o.key for o in objs])
+        return [
+            None if o is None else bytes(b or b"") + _START.pack(o.start)
+            for o, b in zip(objs, inner, strict=True)
+        ]
+
+    def serde(self) -> Serde | None:  # noqa: D102
+        inner = self.inner.serde()
+        if inner is None:
+            return None
+        from streamtable.serde import Serdes
+
+        return Serdes.time_windowed(inner, self.size_ms)
+
+
+def codec_for(serde: Serde | None) -> Codec:
+    """The codec holding ``serde``'s bytes, or the internal pickle codec when ``serde`` is None."""
+    return PickleCodec() if serde is None else SerdeCodec(serde)

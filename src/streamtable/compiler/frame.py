@@ -1,0 +1,62 @@
+"""A compiled intermediate result: a streaming DataFrame plus how to read its columns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from streamtable.compiler.codecs import Codec
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from streamtable.config import StreamsConfig
+    from streamtable.topology.nodes import GraphSnapshot, SourceNode
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A node's output as Spark sees it.
+
+    Attributes
+    ----------
+    df : DataFrame
+        Columns ``key, value, ts, partition, offset, seq, topic`` (``value`` is ``bigint``
+        when ``value_codec.native_long``).
+    key_codec, value_codec : Codec
+        How the ``key`` and ``value`` columns encode Python objects.
+    stateful : bool
+        An aggregation is upstream: the query runs in update output mode.
+    pending_source : SourceNode or None
+        The columns are still raw topic bytes nobody has deserialized (and so validated).
+    """
+
+    df: DataFrame
+    key_codec: Codec
+    value_codec: Codec
+    stateful: bool = False
+    pending_source: SourceNode | None = None
+
+    def with_(self, **changes: Any) -> Frame:
+        """A copy with some fields changed."""
+        return replace(self, **changes)
+
+
+@dataclass
+class CompileContext:
+    """What lowering needs besides the graph: Spark, the configuration, topic metadata."""
+
+    spark: SparkSession
+    config: StreamsConfig
+    graph: GraphSnapshot
+    topic_partitions: dict[str, int] = field(default_factory=dict)
+    metric_names: list[str] = field(default_factory=list)
+    #: set while lowering one query: which kinds of Spark state it uses
+    uses_tws: bool = False
+    uses_native_state: bool = False
+    _counter: int = 0
+
+    def unique(self, prefix: str) -> str:
+        """A name unique within this compilation (for observed metrics)."""
+        self._counter += 1
+        return f"{prefix}_{self._counter}"

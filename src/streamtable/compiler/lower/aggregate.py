@@ -1,0 +1,102 @@
+"""Lowering of ``AggregateNode``: Spark's own aggregation for ``count``, else a
+``transformWithState`` processor running the user's fold (see ``aggregate_processor``)."""
+
+from __future__ import annotations
+
+from pyspark.sql import functions as F
+
+from streamtable.compiler.aggregate_processor import OUTPUT_DDL, AggregateProcessor, AggregateSpec
+from streamtable.compiler.codecs import Codec, LongColumnCodec, PickleCodec, WindowedCodec
+from streamtable.compiler.frame import CompileContext, Frame
+from streamtable.compiler.metrics import count_and_drop
+from streamtable.errors import TopologyError
+from streamtable.topology.nodes import AggregateNode
+
+
+def group_key_codec(ctx: CompileContext, node: AggregateNode) -> Codec:
+    """The encoding records are grouped by: equal keys must give equal bytes."""
+    from streamtable.compiler.codecs import codec_for
+
+    return codec_for(node.key_serde or ctx.config.default_key_serde)
+
+
+def lower_aggregate(ctx: CompileContext, node: AggregateNode, parent: Frame) -> Frame:
+    """Aggregate ``parent`` (already keyed by :func:`group_key_codec`) per key and window.
+
+    Output: a changelog frame — one row per updated key (or window) per micro-batch — keyed
+    by the group key (windowed: inner key bytes + 8-byte start), with the aggregate as value.
+
+    Raises
+    ------
+    TopologyError
+        If an aggregation follows another one in the same query (not supported yet).
+    """
+    if parent.stateful:
+        raise TopologyError(
+            f"Aggregation {node.name!r} (store {node.store_name!r}) reads the output of another "
+            "aggregation; chained aggregations are not supported yet. Write the first result to "
+            "a topic and read it in a second topology."
+        )
+    agg = node.aggregation
+    assert agg is not None
+    df = parent.df
+    null_checks = {"null_key": F.col("key").isNull()}
+    if agg.skip_null_values:
+        null_checks["null_value"] = F.col("value").isNull()
+    df = count_and_drop(ctx, df, null_checks)
+
+    if agg.native == "count" and node.windows is None:
+        ctx.uses_native_state = True
+        out = (
+            df.groupBy("key")
+            .agg(F.count(F.lit(1)).alias("value"), F.max("ts").alias("ts"))
+            .select(
+                "key",
+                "value",
+                "ts",
+                F.lit(None).cast("int").alias("partition"),
+                F.lit(None).cast("bigint").alias("offset"),
+                F.lit(0).cast("bigint").alias("seq"),
+                F.lit(None).cast("string").alias("topic"),
+            )
+        )
+        return Frame(out, parent.key_codec, LongColumnCodec(), stateful=True)
+
+    ctx.uses_tws = True
+    spec = AggregateSpec(node.name, agg, parent.key_codec, parent.value_codec, node.windows)
+    time_mode = "None"
+    key_codec: Codec = parent.key_codec
+    if node.windows is not None:
+        w = node.windows
+        df = count_and_drop(ctx, df, {"negative_timestamp": F.col("ts") < 0})
+        last = F.col("ts") - F.pmod(F.col("ts"), F.lit(w.advance_ms))
+        first0 = F.greatest(F.lit(0).cast("bigint"), F.col("ts") - w.size_ms + w.advance_ms)
+        first = first0 - F.pmod(first0, F.lit(w.advance_ms))
+        df = (
+            df.withColumn("wstart", F.explode(F.sequence(first, last, F.lit(w.advance_ms).cast("bigint"))))
+            .withColumn("key", F.concat(F.col("key"), F.unhex(F.lpad(F.hex(F.col("wstart")), 16, "0"))))
+            .withColumn("event_time", F.timestamp_millis(F.col("ts")))
+            .withWatermark("event_time", f"{w.grace_ms + w.size_ms} milliseconds")
+            .drop("wstart")
+        )
+        time_mode = "EventTime"
+        key_codec = WindowedCodec(parent.key_codec, w.size_ms)
+    out = df.groupBy("key").transformWithState(
+        statefulProcessor=AggregateProcessor(spec),
+        outputStructType=OUTPUT_DDL,
+        outputMode="Update",
+        timeMode=time_mode,
+    )
+    out = count_and_drop(
+        ctx, out, {"late": F.col("dropped") > 0}, weights={"late": F.col("dropped")}
+    )
+    out = out.select(
+        "key",
+        "value",
+        "ts",
+        F.lit(None).cast("int").alias("partition"),
+        F.lit(None).cast("bigint").alias("offset"),
+        F.lit(0).cast("bigint").alias("seq"),
+        F.lit(None).cast("string").alias("topic"),
+    )
+    return Frame(out, key_codec, PickleCodec(), stateful=True)

@@ -1,0 +1,60 @@
+"""Lowering of ``SourceNode``: Spark's Kafka source, raw bytes plus record coordinates."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+
+from streamtable.compiler.codecs import SerdeCodec
+from streamtable.compiler.frame import CompileContext, Frame
+from streamtable.errors import TopologyError
+
+if TYPE_CHECKING:
+    from streamtable.topology.nodes import SourceNode
+
+
+def lower_source(ctx: CompileContext, node: SourceNode) -> Frame:
+    """Read ``node.topics`` with Spark's Kafka source.
+
+    Keys and values stay raw bytes here (the first Python stage downstream deserializes them,
+    which is where bad records are caught). ``ts`` is the Kafka record timestamp in ms.
+
+    Raises
+    ------
+    TopologyError
+        If neither the source nor the configuration gives a key or value serde.
+    """
+    cfg = ctx.config
+    key_serde = node.key_serde or cfg.default_key_serde
+    value_serde = node.value_serde or cfg.default_value_serde
+    for what, serde, conf in (
+        ("key", key_serde, "default.key.serde"),
+        ("value", value_serde, "default.value.serde"),
+    ):
+        if serde is None:
+            raise TopologyError(
+                f"Source {node.name!r} (topics {list(node.topics)}) has no {what} serde: pass "
+                f"{what}_serde= to StreamsBuilder.stream() or set {conf!r} in the config."
+            )
+    reader = (
+        ctx.spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", cfg.bootstrap_servers)
+        .option("subscribe", ",".join(node.topics))
+        .option("startingOffsets", node.auto_offset_reset or cfg.auto_offset_reset)
+        .option("includeHeaders", "false")
+    )
+    if cfg.max_offsets_per_trigger is not None:
+        reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
+    for k, v in cfg.consumer_config.items():
+        reader = reader.option(f"kafka.{k}", str(v))
+    df = reader.load().select(
+        F.col("key"),
+        F.col("value"),
+        F.unix_millis(F.col("timestamp")).alias("ts"),
+        F.col("partition"),
+        F.col("offset"),
+        F.lit(0).cast("bigint").alias("seq"),
+        F.col("topic"),
+    )
+    return Frame(df, SerdeCodec(key_serde), SerdeCodec(value_serde), pending_source=node)

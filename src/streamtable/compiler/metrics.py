@@ -1,0 +1,40 @@
+"""Counting dropped records with Spark's observed metrics (visible in query progress)."""
+
+from __future__ import annotations
+
+from functools import reduce
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+    from streamtable.compiler.frame import CompileContext
+
+from streamtable.compiler.metrics_names import METRIC_PREFIX
+
+
+def count_and_drop(
+    ctx: CompileContext,
+    df: DataFrame,
+    conditions: dict[str, Column],
+    weights: dict[str, Column] | None = None,
+) -> DataFrame:
+    """Count the rows matching each condition as dropped for that reason, then remove them.
+
+    Each count appears in ``StreamingQueryProgress.observedMetrics`` under an observation named
+    ``streamtable_dropped_<n>`` with one column per reason; :meth:`KafkaStreams.metrics` sums
+    them by reason (Kafka Streams' ``dropped-records`` metric, split by cause). A row counts
+    as ``weights[reason]`` records when given (a row standing for several dropped records).
+    """
+    weights = weights or {}
+    name = ctx.unique(METRIC_PREFIX)
+    ctx.metric_names.append(name)
+    aggs = [
+        F.sum(F.when(c, weights.get(reason, F.lit(1))).otherwise(0)).alias(reason)
+        for reason, c in conditions.items()
+    ]
+    observed = df.observe(name, *aggs)
+    any_match = reduce(lambda a, b: a | b, conditions.values())
+    return observed.filter(~F.coalesce(any_match, F.lit(False)))

@@ -1,0 +1,192 @@
+"""Compile a :class:`~streamtable.topology.Topology` into Spark streaming queries.
+
+One query per terminal node (each ``to()`` sink and each ``foreach``). Within a query, nodes are
+lowered from the terminal up; each core node has its own lowering module under
+``streamtable.compiler.lower``. The consumer of a chain of record operations says which encoding
+it wants, so serialization is fused into the chain's Python stage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from streamtable.compiler.codecs import Codec
+from streamtable.compiler.frame import CompileContext, Frame
+from streamtable.compiler.lower.aggregate import group_key_codec, lower_aggregate
+from streamtable.compiler.lower.merge import lower_merge
+from streamtable.compiler.lower.record_ops import (
+    chain_of,
+    convert,
+    run_stage,
+    stage_ops,
+    validated,
+)
+from streamtable.compiler.lower.repartition import lower_repartition
+from streamtable.compiler.lower.sink import native_long_ok, sink_codecs, sink_frame
+from streamtable.compiler.lower.source import lower_source
+from streamtable.errors import TopologyError
+from streamtable.topology.nodes import (
+    AggregateNode,
+    MergeNode,
+    Node,
+    RecordOpNode,
+    RepartitionNode,
+    SinkNode,
+    SourceNode,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from streamtable.topology.topology import Topology
+
+
+@dataclass(frozen=True)
+class QueryPlan:
+    """One Spark streaming query of the topology.
+
+    Attributes
+    ----------
+    name : str
+        The terminal node's name; also the query's checkpoint sub-folder.
+    df : DataFrame
+        The rows to write.
+    sink : str
+        ``"kafka"`` (rows ``key, value, topic, ...``) or ``"noop"`` (``foreach``).
+    output_mode : str
+        ``"append"`` for stateless paths, ``"update"`` when an aggregation is upstream.
+    state_encoding : str
+        ``spark.sql.streaming.stateStore.encodingFormat`` for the query: ``"avro"`` (state
+        schemas can evolve) when all its state is ``transformWithState``, else ``"unsaferow"``
+        (Spark's built-in aggregations support nothing else).
+    """
+
+    name: str
+    df: DataFrame
+    sink: str
+    output_mode: str
+    state_encoding: str = "unsaferow"
+
+
+class Lowerer:
+    """Lowers the nodes feeding one terminal node."""
+
+    def __init__(self, ctx: CompileContext) -> None:
+        self.ctx = ctx
+        ctx.uses_tws = False
+        ctx.uses_native_state = False
+        self.nodes = ctx.graph.by_name
+
+    def lower(self, name: str, want_key: Codec | None = None, want_value: Codec | None = None) -> Frame:
+        """The frame of node ``name``, encoded as wanted where that costs nothing extra."""
+        node = self.nodes[name]
+        if isinstance(node, SourceNode):
+            return lower_source(self.ctx, node)
+        if isinstance(node, RecordOpNode):
+            chain = chain_of(self.nodes, node)
+            ops = stage_ops(chain)
+            if not ops:  # only identities: the parent's frame as it is
+                return self.lower(chain[0].parents[0], want_key, want_value)
+            base = self.lower(chain[0].parents[0])
+            return run_stage(self.ctx, base, ops, want_key=want_key, want_value=want_value)
+        if isinstance(node, MergeNode):
+            return lower_merge(self.ctx, [self.lower(p) for p in node.parents])
+        if isinstance(node, RepartitionNode):
+            parent = self.lower(node.parents[0], want_key=want_key)
+            return lower_repartition(self.ctx, node, validated(self.ctx, parent))
+        if isinstance(node, AggregateNode):
+            gk = group_key_codec(self.ctx, node)
+            parent = convert(self.ctx, self.lower(node.parents[0], want_key=gk), gk, None)
+            return lower_aggregate(self.ctx, node, validated(self.ctx, parent))
+        raise TopologyError(f"Cannot compile node {name!r} of type {type(node).__name__}.")
+
+    def sink(self, node: SinkNode) -> QueryPlan:
+        """The query writing ``node``'s topic."""
+        parent_node = self.nodes[node.parents[0]]
+        hint = self._hint(parent_node)
+        key, value = sink_codecs(self.ctx, node, *hint)
+        partitioner = node.partitioner
+        if isinstance(parent_node, RecordOpNode) and stage_ops(chain_of(self.nodes, parent_node)):
+            chain = chain_of(self.nodes, parent_node)
+            base = self.lower(chain[0].parents[0])
+            frame = run_stage(
+                self.ctx,
+                base,
+                stage_ops(chain),
+                want_key=key,
+                want_value=value,
+                partitioner=partitioner,
+                num_partitions=self.ctx.topic_partitions.get(node.topic, 0),
+            )
+        else:
+            frame = self.lower(parent_node.name, want_key=key, want_value=value)
+            if partitioner is not None:
+                frame = run_stage(
+                    self.ctx,
+                    frame,
+                    (),
+                    want_key=key,
+                    want_value=value,
+                    partitioner=partitioner,
+                    num_partitions=self.ctx.topic_partitions.get(node.topic, 0),
+                )
+            elif native_long_ok(frame, value) and frame.key_codec == key:
+                pass  # written natively
+            else:
+                frame = convert(self.ctx, frame, key, value)
+        mode = "update" if frame.stateful else "append"
+        return QueryPlan(node.name, sink_frame(node, frame, key, value), "kafka", mode, self._encoding())
+
+    def foreach(self, node: RecordOpNode) -> QueryPlan:
+        """The query running a terminal ``foreach``."""
+        frame = self.lower(node.name)
+        mode = "update" if frame.stateful else "append"
+        return QueryPlan(node.name, frame.df, "noop", mode, self._encoding())
+
+    def _encoding(self) -> str:
+        return "avro" if self.ctx.uses_native_state is False and self.ctx.uses_tws else "unsaferow"
+
+    def _hint(self, node: Node) -> tuple[Codec, Codec]:
+        """The codecs a node's output would have without a wish (serde hints for sinks)."""
+        from streamtable.compiler.codecs import PickleCodec, SerdeCodec, WindowedCodec
+
+        if isinstance(node, SourceNode):
+            k = node.key_serde or self.ctx.config.default_key_serde
+            v = node.value_serde or self.ctx.config.default_value_serde
+            return (
+                SerdeCodec(k) if k else PickleCodec(),
+                SerdeCodec(v) if v else PickleCodec(),
+            )
+        if isinstance(node, AggregateNode):
+            gk = group_key_codec(self.ctx, node)
+            if node.windows is not None:
+                gk = WindowedCodec(gk, node.windows.size_ms)
+            return gk, PickleCodec()
+        if isinstance(node, RecordOpNode):
+            # key-preserving chains keep the key's serde
+            chain = chain_of(self.nodes, node)
+            k, v = self._hint(self.nodes[chain[0].parents[0]])
+            if any(n.changes_key for n in chain):
+                k = PickleCodec()
+            return k, PickleCodec()
+        if isinstance(node, (MergeNode, RepartitionNode)):
+            return self._hint(self.nodes[node.parents[0]])
+        return PickleCodec(), PickleCodec()
+
+
+def compile_topology(topology: Topology, ctx: CompileContext) -> list[QueryPlan]:
+    """Lower every terminal node of ``topology`` to a :class:`QueryPlan`.
+
+    Raises
+    ------
+    TopologyError
+        When a node cannot be compiled (the message names it and says what to change).
+    """
+    plans = []
+    for node in topology.graph.nodes:
+        if isinstance(node, SinkNode):
+            plans.append(Lowerer(ctx).sink(node))
+        elif isinstance(node, RecordOpNode) and node.terminal:
+            plans.append(Lowerer(ctx).foreach(node))
+    return plans

@@ -1,0 +1,346 @@
+"""The Python side of a fused chain of stateless operations, run by Spark's ``mapInArrow``.
+
+A chain of consecutive record operations (filter, map, map_values, flat_map, flat_map_values,
+peek, ...) becomes one :class:`RecordStage`: per Arrow batch it decodes the key and value
+columns, applies each operation to whole lists (not per-row UDF calls), and encodes the output.
+Columns not touched by the chain are passed through as raw bytes.
+
+Pure Python and pyarrow: this module runs inside Spark's Python workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from streamtable.compiler.codecs import Codec
+from streamtable.errors import DeserializationError, SerializationError, StreamsError
+from streamtable.topology.nodes import RecordOpKind
+
+#: Columns of every compiled frame (Spark DDL), in order.
+FRAME_DDL = (
+    "key binary, value binary, ts bigint, partition int, offset bigint, seq bigint, topic string"
+)
+#: Extra column of a stage's output: why the record was dropped (null when kept).
+DROPPED_DDL = ", dropped string"
+#: Extra column of a sink stage's output: the partition chosen by a custom partitioner.
+SINK_PARTITION_DDL = ", sink_partition int"
+
+_KEY_OPS = {RecordOpKind.FILTER, RecordOpKind.MAP, RecordOpKind.FLAT_MAP, RecordOpKind.PEEK}
+_KEY_CHANGING = {RecordOpKind.MAP, RecordOpKind.FLAT_MAP}
+_VALUE_CHANGING = {
+    RecordOpKind.MAP,
+    RecordOpKind.MAP_VALUES,
+    RecordOpKind.FLAT_MAP,
+    RecordOpKind.FLAT_MAP_VALUES,
+}
+
+
+@dataclass(frozen=True)
+class StageOp:
+    """One operation of a chain: its kind, the user callable and the node it came from."""
+
+    kind: RecordOpKind
+    fn: Callable[..., Any]
+    node_name: str
+
+
+@dataclass(frozen=True)
+class RecordStage:
+    """A picklable function ``Iterator[RecordBatch] -> Iterator[RecordBatch]`` for mapInArrow.
+
+    Parameters
+    ----------
+    ops : tuple of StageOp
+        The operations, applied in order.
+    in_key, in_value, out_key, out_value : Codec
+        How input and output columns are encoded.
+    source_errors : {"fail", "continue"} or None
+        When the input comes straight from a topic: what to do with a record that cannot be
+        deserialized (Kafka Streams' ``LogAndFail`` / ``LogAndContinue``); ``None`` otherwise.
+    timestamp_extractor : callable, optional
+        ``fn(key, value, record_ts) -> ts`` applied first (source stages only).
+    partitioner : callable, optional
+        ``fn(key, value, num_partitions) -> int | None`` for a sink; ``num_partitions`` gives
+        the sink topic's partition count.
+    """
+
+    ops: tuple[StageOp, ...]
+    in_key: Codec
+    in_value: Codec
+    out_key: Codec
+    out_value: Codec
+    source_errors: str | None = None
+    timestamp_extractor: Callable[..., int] | None = None
+    partitioner: Callable[..., int | None] | None = None
+    num_partitions: int = 0
+    emit_dropped: bool = False
+    _flags: dict[str, bool] = field(default_factory=dict, compare=False, repr=False)
+
+    def output_ddl(self) -> str:
+        """The Spark DDL of this stage's output."""
+        ddl = FRAME_DDL
+        if self.emit_dropped:
+            ddl += DROPPED_DDL
+        if self.partitioner is not None:
+            ddl += SINK_PARTITION_DDL
+        return ddl
+
+    def _schema(self) -> pa.Schema:
+        fields = [
+            pa.field("key", pa.binary()),
+            pa.field("value", pa.binary()),
+            pa.field("ts", pa.int64()),
+            pa.field("partition", pa.int32()),
+            pa.field("offset", pa.int64()),
+            pa.field("seq", pa.int64()),
+            pa.field("topic", pa.string()),
+        ]
+        if self.emit_dropped:
+            fields.append(pa.field("dropped", pa.string()))
+        if self.partitioner is not None:
+            fields.append(pa.field("sink_partition", pa.int32()))
+        return pa.schema(fields)
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Run the chain over Arrow batches."""
+        schema = self._schema()
+        kinds = {op.kind for op in self.ops}
+        needs_key = bool(kinds & _KEY_OPS) or self.timestamp_extractor is not None
+        needs_key = needs_key or self.partitioner is not None or self.in_key != self.out_key
+        key_changed = bool(kinds & _KEY_CHANGING)
+        value_changed = bool(kinds & _VALUE_CHANGING)
+        needs_value = bool(self.ops) or self.timestamp_extractor is not None
+        needs_value = needs_value or self.partitioner is not None or self.in_value != self.out_value
+        needs_value = needs_value or self.source_errors is not None
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            yield self._run_batch(
+                batch, schema, needs_key or key_changed, needs_value, key_changed, value_changed
+            )
+
+    # -- one batch -----------------------------------------------------------------------
+
+    def _run_batch(
+        self,
+        batch: pa.RecordBatch,
+        schema: pa.Schema,
+        needs_key: bool,
+        needs_value: bool,
+        key_changed: bool,
+        value_changed: bool,
+    ) -> pa.RecordBatch:
+        raw_k = batch.column(0).to_pylist()
+        raw_v = batch.column(1).to_pylist()
+        ts_in = batch.column(2).to_pylist()
+        part = batch.column(3).to_pylist()
+        off = batch.column(4).to_pylist()
+        seq_in = batch.column(5).to_pylist()
+        topic = batch.column(6).to_pylist()
+        n = len(raw_k)
+        dropped: dict[int, str] = {}
+
+        keys = self._decode(self.in_key, raw_k, "key", topic, part, off, dropped) if needs_key else raw_k
+        values = (
+            self._decode(self.in_value, raw_v, "value", topic, part, off, dropped)
+            if needs_value
+            else raw_v
+        )
+        origin = [i for i in range(n) if i not in dropped] if dropped else list(range(n))
+        K = [keys[i] for i in origin]
+        V = [values[i] for i in origin]
+        ts = [ts_in[i] for i in origin]
+        sub: list[int] | None = None
+
+        if self.timestamp_extractor is not None:
+            extract = self.timestamp_extractor
+            ts = self._guard(None, lambda: [extract(k, v, t) for k, v, t in zip(K, V, ts, strict=True)],
+                             K, V, origin, topic, part, off)
+            bad = [j for j, t in enumerate(ts) if not isinstance(t, int) or t < 0]
+            if bad:
+                badset = set(bad)
+                for j in bad:
+                    dropped[origin[j]] = "invalid_timestamp"
+                keep = [j for j in range(len(K)) if j not in badset]
+                K, V, ts, origin = ([lst[j] for j in keep] for lst in (K, V, ts, origin))
+
+        for op in self.ops:
+            K, V, ts, origin, sub = self._apply(op, K, V, ts, origin, sub, topic, part, off)
+
+        if key_changed or self.in_key != self.out_key:
+            out_k = self._encode(self.out_key, K, "key")
+        else:
+            out_k = [raw_k[i] for i in origin]
+        if value_changed or self.in_value != self.out_value:
+            out_v = self._encode(self.out_value, V, "value")
+        else:
+            out_v = [raw_v[i] for i in origin]
+        out_seq = [seq_in[i] for i in origin] if sub is None else [
+            seq_in[i] * 1024 + s for i, s in zip(origin, sub, strict=True)
+        ]
+        cols: list[Any] = [
+            out_k,
+            out_v,
+            ts,
+            [part[i] for i in origin],
+            [off[i] for i in origin],
+            out_seq,
+            [topic[i] for i in origin],
+        ]
+        if self.emit_dropped:
+            cols[6] = cols[6] + [topic[i] for i in dropped]
+            for c, src in ((0, None), (1, None), (2, ts_in), (3, part), (4, off), (5, seq_in)):
+                cols[c] = cols[c] + [None if src is None else src[i] for i in dropped]
+            cols.append([None] * len(origin) + list(dropped.values()))
+        if self.partitioner is not None:
+            cols.append(self._partitions(K, V) + [None] * (len(cols[0]) - len(K)))
+        return pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, schema, strict=True)], schema=schema)
+
+    def _decode(
+        self,
+        codec: Codec,
+        raw: list[Any],
+        what: str,
+        topic: Sequence[str],
+        part: Sequence[int],
+        off: Sequence[int],
+        dropped: dict[int, str],
+    ) -> list[Any]:
+        try:
+            return codec.decode_many(raw)
+        except SerializationError:
+            if self.source_errors is None:
+                raise
+        # find the bad records one by one, then fail or skip them
+        out: list[Any] = []
+        for i, d in enumerate(raw):
+            try:
+                out.extend(codec.decode_many([d]))
+            except SerializationError as e:
+                if self.source_errors == "fail":
+                    raise DeserializationError(
+                        f"Failed to deserialize the {what} of the record at topic {topic[i]!r} "
+                        f"partition {part[i]} offset {off[i]}: {e}. Kafka Streams' LogAndFail "
+                        "handler stops the application; set "
+                        "'default.deserialization.exception.handler'='log_and_continue' to skip "
+                        "such records (they are counted as dropped)."
+                    ) from e
+                dropped[i] = "deserialization"
+                out.append(None)
+        return out
+
+    def _encode(self, codec: Codec, objs: list[Any], what: str) -> list[Any]:
+        try:
+            return codec.encode_many(objs)
+        except SerializationError as e:
+            raise SerializationError(
+                f"Failed to serialize a {what} for the next operator: {e}. Pass a serde that "
+                f"fits the {what} type (key_serde=/value_serde=)."
+            ) from e
+
+    def _partitions(self, K: list[Any], V: list[Any]) -> list[int | None]:
+        fn, n = self.partitioner, self.num_partitions
+        assert fn is not None
+        out = []
+        for k, v in zip(K, V, strict=True):
+            p = fn(k, v, n)
+            if p is not None and not (0 <= p < n):
+                raise StreamsError(
+                    f"The partitioner returned partition {p} for key {k!r}; the sink topic has "
+                    f"{n} partitions (0..{n - 1})."
+                )
+            out.append(p)
+        return out
+
+    def _guard(
+        self,
+        node: str | None,
+        thunk: Callable[[], Any],
+        K: list[Any],
+        V: list[Any],
+        origin: list[int],
+        topic: Sequence[str],
+        part: Sequence[int],
+        off: Sequence[int],
+    ) -> Any:
+        try:
+            return thunk()
+        except (StreamsError, SerializationError):
+            raise
+        except Exception as e:
+            where = f" in operator {node!r}" if node else " in the timestamp extractor"
+            src = origin[0] if origin else None
+            coords = (
+                ""
+                if src is None
+                else f" (a record of batch starting at topic {topic[src]!r} partition "
+                f"{part[src]} offset {off[src]})"
+            )
+            raise StreamsError(
+                f"User code raised {type(e).__name__}: {e}{where}{coords}. Kafka Streams' "
+                "default processing exception handler (LogAndFail) stops the application."
+            ) from e
+
+    def _apply(
+        self,
+        op: StageOp,
+        K: list[Any],
+        V: list[Any],
+        ts: list[int],
+        origin: list[int],
+        sub: list[int] | None,
+        topic: Sequence[str],
+        part: Sequence[int],
+        off: Sequence[int],
+    ) -> tuple[list[Any], list[Any], list[int], list[int], list[int] | None]:
+        fn = op.fn
+        kind = op.kind
+
+        def run() -> tuple[list[Any], list[Any], list[int], list[int], list[int] | None]:
+            if kind is RecordOpKind.FILTER:
+                keep = [j for j, (k, v) in enumerate(zip(K, V, strict=True)) if fn(k, v)]
+                return (
+                    [K[j] for j in keep],
+                    [V[j] for j in keep],
+                    [ts[j] for j in keep],
+                    [origin[j] for j in keep],
+                    None if sub is None else [sub[j] for j in keep],
+                )
+            if kind is RecordOpKind.MAP_VALUES:
+                return K, [fn(v) for v in V], ts, origin, sub
+            if kind is RecordOpKind.MAP:
+                pairs = [fn(k, v) for k, v in zip(K, V, strict=True)]
+                return [p[0] for p in pairs], [p[1] for p in pairs], ts, origin, sub
+            if kind is RecordOpKind.PEEK:
+                for k, v in zip(K, V, strict=True):
+                    fn(k, v)
+                return K, V, ts, origin, sub
+            # flat maps
+            nk: list[Any] = []
+            nv: list[Any] = []
+            nts: list[int] = []
+            norigin: list[int] = []
+            nsub: list[int] = []
+            base = sub if sub is not None else [0] * len(K)
+            for j, (k, v) in enumerate(zip(K, V, strict=True)):
+                items = fn(v) if kind is RecordOpKind.FLAT_MAP_VALUES else fn(k, v)
+                if items is None:
+                    continue
+                t, o, b = ts[j], origin[j], base[j]
+                for m, item in enumerate(items):
+                    if kind is RecordOpKind.FLAT_MAP_VALUES:
+                        nk.append(k)
+                        nv.append(item)
+                    else:
+                        nk.append(item[0])
+                        nv.append(item[1])
+                    nts.append(t)
+                    norigin.append(o)
+                    nsub.append(b * 1024 + m if sub is not None else m)
+            return nk, nv, nts, norigin, nsub
+
+        return self._guard(op.node_name, run, K, V, origin, topic, part, off)

@@ -1,0 +1,333 @@
+"""``KafkaStreams``: runs a topology as Spark streaming queries against Kafka."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+import time
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from streamtable.config import StreamsConfig
+from streamtable.errors import (
+    ConfigError,
+    IllegalStateError,
+    StreamsError,
+    StreamsTimeoutError,
+)
+from streamtable.runtime.checkpoint import check_fingerprint
+from streamtable.runtime.kafka_admin import KafkaAdmin
+from streamtable.runtime.progress import ProgressLedger, caught_up
+from streamtable.topology.topology import Topology
+
+log = logging.getLogger("streamtable")
+
+
+class State(str, Enum):
+    """Kafka Streams' client states (``KafkaStreams.State``)."""
+
+    CREATED = "CREATED"
+    RUNNING = "RUNNING"
+    PENDING_SHUTDOWN = "PENDING_SHUTDOWN"
+    NOT_RUNNING = "NOT_RUNNING"
+    PENDING_ERROR = "PENDING_ERROR"
+    ERROR = "ERROR"
+
+
+_TRANSITIONS: dict[State, set[State]] = {
+    State.CREATED: {State.RUNNING, State.PENDING_SHUTDOWN, State.PENDING_ERROR},
+    State.RUNNING: {State.PENDING_SHUTDOWN, State.PENDING_ERROR},
+    State.PENDING_SHUTDOWN: {State.NOT_RUNNING},
+    State.NOT_RUNNING: set(),
+    State.PENDING_ERROR: {State.ERROR},
+    State.ERROR: {State.PENDING_SHUTDOWN},
+}
+
+
+class KafkaStreams:
+    """Runs a :class:`~streamtable.Topology` on Spark Structured Streaming (``KafkaStreams``).
+
+    Parameters
+    ----------
+    topology : Topology
+        From :meth:`StreamsBuilder.build`.
+    config : Mapping[str, object] or StreamsConfig
+        Kafka Streams' keys (``application.id``, ``bootstrap.servers``, ...), ``spark.*`` keys
+        for Spark and ``streamtable.*`` keys; see :class:`streamtable.config.StreamsConfig`.
+
+    Raises
+    ------
+    ConfigError
+        At construction, for an unknown, missing or ill-typed key, or a setting this version
+        does not support (``processing.guarantee=exactly_once_v2``, ``real_time`` trigger).
+
+    Notes
+    -----
+    Each sink (``to``) and each ``foreach`` of the topology becomes one Spark streaming query,
+    checkpointed under ``state.dir/application.id/<node name>``. The topology's fingerprint is
+    stored beside the checkpoints; starting a topology whose stateful operators differ fails with
+    :class:`~streamtable.errors.TopologyError` (run ``cleanup()`` or ``streamtable reset`` to
+    start over).
+    """
+
+    def __init__(self, topology: Topology, config: Mapping[str, object] | StreamsConfig) -> None:
+        if not isinstance(topology, Topology):
+            raise TypeError(f"KafkaStreams expects a Topology; got {type(topology).__name__}.")
+        self.config = StreamsConfig.from_mapping(config)
+        if self.config.processing_guarantee != "at_least_once":
+            raise ConfigError(
+                f"processing.guarantee={self.config.processing_guarantee!r} is not supported by "
+                "this version yet; use 'at_least_once' (the default)."
+            )
+        if self.config.trigger == "real_time":
+            raise ConfigError(
+                "streamtable.trigger='real_time' is not supported by this version yet; use "
+                "'processing_time' (the default) or 'available_now'."
+            )
+        self.topology = topology
+        self._state = State.CREATED
+        self._lock = threading.RLock()
+        self._queries: list[Any] = []
+        self._handler: Callable[[BaseException], None] | None = None
+        self._error: BaseException | None = None
+        self._monitor: threading.Thread | None = None
+        self._stop_monitor = threading.Event()
+        self._spark: Any = None
+        self._ledger = ProgressLedger()
+
+    # -- state ----------------------------------------------------------------------------
+
+    @property
+    def state(self) -> State:
+        """The client state (:class:`State`); ``ERROR`` after a query failed."""
+        return self._state
+
+    def _transition(self, new: State) -> None:
+        with self._lock:
+            if new not in _TRANSITIONS[self._state]:
+                raise IllegalStateError(f"Cannot go from state {self._state.value} to {new.value}.")
+            log.info("[%s] state %s -> %s", self.config.application_id, self._state.value, new.value)
+            self._state = new
+
+    def set_uncaught_exception_handler(self, handler: Callable[[BaseException], None]) -> None:
+        """Call ``handler(exception)`` when a running query fails (then the state is ``ERROR``).
+
+        Must be called before :meth:`start`.
+        """
+        if self._state is not State.CREATED:
+            raise IllegalStateError("set_uncaught_exception_handler must be called before start().")
+        self._handler = handler
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Check topics, compile the topology and start its streaming queries.
+
+        Raises
+        ------
+        IllegalStateError
+            If the application was already started.
+        BrokerUnreachableError
+            If no broker answers within ``request.timeout.ms``.
+        MissingSourceTopicError
+            If a source or sink topic does not exist.
+        TopologyError
+            If the topology cannot be compiled, or differs from the one of the checkpoint.
+        """
+        if self._state is not State.CREATED:
+            raise IllegalStateError(f"start() called in state {self._state.value}; it may be called once.")
+        cfg = self.config
+        admin = KafkaAdmin(cfg.bootstrap_servers, timeout_ms=cfg.request_timeout_ms, config=cfg.admin_config)
+        admin.require_topics(self.topology.source_topics, "Source")
+        partitions = admin.require_topics(self.topology.sink_topics, "Sink")
+        check_fingerprint(Path(cfg.checkpoint_dir), self.topology, cfg.application_id)
+
+        from streamtable.compiler.frame import CompileContext
+        from streamtable.compiler.plan import compile_topology
+        from streamtable.runtime.spark import get_spark
+
+        spark = get_spark(cfg.spark_conf)
+        self._spark = spark
+        spark.conf.set("spark.sql.shuffle.partitions", str(cfg.shuffle_partitions))
+        ctx = CompileContext(spark, cfg, self.topology.graph, topic_partitions=partitions)
+        plans = compile_topology(self.topology, ctx)
+        self._metric_names = list(ctx.metric_names)
+        try:
+            for plan in plans:
+                self._queries.append(self._start_query(plan))
+        except Exception:
+            for q in self._queries:
+                q.stop()
+            raise
+        self._transition(State.RUNNING)
+        self._stop_monitor.clear()
+        self._monitor = threading.Thread(target=self._watch, name="streamtable-monitor", daemon=True)
+        self._monitor.start()
+
+    def _start_query(self, plan: Any) -> Any:
+        cfg = self.config
+        # read by Spark when the query starts (and then fixed by its checkpoint)
+        self._spark.conf.set("spark.sql.streaming.stateStore.encodingFormat", plan.state_encoding)
+        writer = (
+            plan.df.writeStream.queryName(f"{cfg.application_id}-{plan.name}")
+            .outputMode(plan.output_mode)
+            .option("checkpointLocation", str(Path(cfg.checkpoint_dir) / plan.name))
+        )
+        if cfg.trigger == "available_now":
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=f"{cfg.commit_interval_ms} milliseconds")
+        if plan.sink == "kafka":
+            writer = writer.format("kafka").option("kafka.bootstrap.servers", cfg.bootstrap_servers)
+            for k, v in cfg.producer_config.items():
+                writer = writer.option(f"kafka.{k}", str(v))
+        else:
+            writer = writer.format("noop")
+        log.info("[%s] starting query %s (%s mode)", cfg.application_id, plan.name, plan.output_mode)
+        return writer.start()
+
+    def _watch(self) -> None:
+        while not self._stop_monitor.wait(0.2):
+            self._ledger.update(self._queries)
+            for q in list(self._queries):
+                exc = q.exception()
+                if exc is not None:
+                    self._fail(exc)
+                    return
+
+    def _fail(self, exc: BaseException) -> None:
+        with self._lock:
+            if self._state not in (State.RUNNING, State.CREATED):
+                return
+            self._error = exc
+            self._transition(State.PENDING_ERROR)
+            for q in self._queries:
+                try:
+                    q.stop()
+                except Exception:  # pragma: no cover - best effort
+                    pass
+            self._transition(State.ERROR)
+        log.error("[%s] a query failed: %s", self.config.application_id, exc)
+        if self._handler is not None:
+            self._handler(exc)
+
+    def close(self, timeout: timedelta | None = None) -> bool:
+        """Stop every query and release resources; the state ends ``NOT_RUNNING``.
+
+        Returns
+        -------
+        bool
+            True when all queries stopped within ``timeout`` (default: wait for them).
+        """
+        with self._lock:
+            if self._state in (State.NOT_RUNNING, State.PENDING_SHUTDOWN):
+                return True
+            self._stop_monitor.set()
+            self._transition(State.PENDING_SHUTDOWN)
+        deadline = None if timeout is None else time.monotonic() + timeout.total_seconds()
+        ok = True
+        for q in self._queries:
+            try:
+                q.stop()
+                if deadline is not None:
+                    ok = ok and q.awaitTermination(max(0.0, deadline - time.monotonic())) is not False
+            except Exception:  # a failed query raises again on stop/await
+                pass
+        self._transition(State.NOT_RUNNING)
+        return ok
+
+    def cleanup(self) -> None:
+        """Delete this application's local state and checkpoints (``KafkaStreams#cleanUp``).
+
+        Raises
+        ------
+        IllegalStateError
+            While the application is running.
+        """
+        if self._state in (State.RUNNING, State.PENDING_SHUTDOWN, State.PENDING_ERROR):
+            raise IllegalStateError("cleanup() may only be called before start() or after close().")
+        shutil.rmtree(self.config.checkpoint_dir, ignore_errors=True)
+
+    def __enter__(self) -> KafkaStreams:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- progress ---------------------------------------------------------------------------
+
+    def await_caught_up(self, timeout: timedelta = timedelta(minutes=2)) -> None:
+        """Wait until every record in the input topics *at the call* is processed and committed.
+
+        Parameters
+        ----------
+        timeout : timedelta
+            How long to wait.
+
+        Raises
+        ------
+        StreamsError
+            If the application failed (``__cause__`` is the query's error).
+        StreamsTimeoutError
+            If not caught up within ``timeout``; says how far each query got.
+        IllegalStateError
+            If the application is not running.
+        """
+        if self._state is State.CREATED:
+            raise IllegalStateError("await_caught_up() needs a started application; call start() first.")
+        cfg = self.config
+        admin = KafkaAdmin(cfg.bootstrap_servers, timeout_ms=cfg.request_timeout_ms, config=cfg.admin_config)
+        targets = admin.end_offsets(self.topology.source_topics)
+        deadline = time.monotonic() + timeout.total_seconds()
+        while True:
+            self._raise_if_failed()
+            pending = [q for q in self._queries if not caught_up(q, targets)]
+            if not pending:
+                return
+            if all(not q.isActive for q in pending) and cfg.trigger == "available_now":
+                self._raise_if_failed()
+                return
+            if self._state is State.NOT_RUNNING:
+                raise IllegalStateError("The application was closed while waiting to catch up.")
+            if time.monotonic() >= deadline:
+                raise StreamsTimeoutError(
+                    f"Not caught up within {timeout}: queries {[q.name for q in pending]} have not "
+                    f"processed the input up to {targets}. Last progress: "
+                    f"{[str(q.lastProgress and q.lastProgress['sources']) for q in pending]}"
+                )
+            time.sleep(0.1)
+
+    def _raise_if_failed(self) -> None:
+        if self._error is None:
+            for q in self._queries:
+                exc = q.exception()
+                if exc is not None:
+                    self._fail(exc)
+                    break
+        if self._error is not None:
+            raise StreamsError(
+                f"Application {self.config.application_id!r} failed: {self._error}"
+            ) from self._error
+
+    def metrics(self) -> dict[str, Any]:
+        """Counters over all queries: records processed and records dropped, by reason.
+
+        Returns
+        -------
+        dict
+            ``{"processed-records": int, "dropped-records": {reason: int}}``; reasons are
+            ``deserialization``, ``invalid_timestamp``, ``negative_timestamp``, ``null_key``,
+            ``null_value``, ``late`` (Kafka Streams' ``dropped-records`` metric, by cause).
+        """
+        self._ledger.update(self._queries)
+        processed, dropped = self._ledger.totals()
+        return {"processed-records": processed, "dropped-records": dropped}
+
+    @property
+    def queries(self) -> list[Any]:
+        """The running Spark ``StreamingQuery`` objects (for inspection)."""
+        return list(self._queries)

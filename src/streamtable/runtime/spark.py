@@ -1,0 +1,94 @@
+"""The Spark session streamtable runs on: one per process, created with the Kafka connector jars.
+
+Defaults suit a laptop (``local[2]``, UI off, few shuffle partitions) and follow the design's
+state choices from the first run: RocksDB state store with changelog checkpointing. (Avro state
+encoding, the only one that allows state schema evolution, is chosen per query by the runtime:
+Spark accepts it for ``transformWithState`` but not for its built-in aggregations.) Any ``spark.*`` key of the
+application config overrides them, e.g. ``spark.master`` for a cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import threading
+from collections.abc import Mapping
+
+from pyspark.sql import SparkSession
+
+from streamtable.errors import EnvironmentSetupError
+from streamtable.runtime.jars import check_java, resolve_jars
+
+log = logging.getLogger("streamtable")
+
+_DEFAULTS: dict[str, str] = {
+    "spark.master": "local[2]",
+    "spark.app.name": "streamtable",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.streaming.stateStore.providerClass": (
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+    ),
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
+    "spark.sql.execution.arrow.maxRecordsPerBatch": "10000",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.driver.memory": "2g",
+    "spark.sql.streaming.noDataMicroBatches.enabled": "true",
+}
+_lock = threading.Lock()
+_KAFKA_SOURCE = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+
+
+def _has_kafka(spark: SparkSession) -> bool:
+    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+    try:
+        jvm.java.lang.Class.forName(_KAFKA_SOURCE, False, jvm.Thread.currentThread().getContextClassLoader())
+        return True
+    except Exception:
+        return "spark-sql-kafka" in spark.sparkContext.getConf().get("spark.jars", "")
+
+
+def get_spark(conf: Mapping[str, str] | None = None) -> SparkSession:
+    """The process's Spark session, created on first use with the Kafka connector on its classpath.
+
+    Parameters
+    ----------
+    conf : Mapping[str, str], optional
+        ``spark.*`` settings; applied when the session is created (later calls cannot change
+        JVM-level settings such as ``spark.master``, as in Spark itself).
+
+    Raises
+    ------
+    EnvironmentSetupError
+        If Java is missing, the connector jars cannot be resolved, or an existing session lacks
+        the Kafka connector.
+    """
+    with _lock:
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            if not _has_kafka(active):
+                raise EnvironmentSetupError(
+                    "A Spark session is already running without Spark's Kafka connector. Let "
+                    "streamtable create the session (stop yours first), or add the jars from "
+                    "streamtable.runtime.jars.resolve_jars('spark-kafka') to 'spark.jars'."
+                )
+            return active
+        check_java()
+        jars = resolve_jars("spark-kafka")
+        settings = dict(_DEFAULTS)
+        settings.update(conf or {})
+        extra = settings.get("spark.jars", "")
+        settings["spark.jars"] = ",".join([str(j) for j in jars] + ([extra] if extra else []))
+        # Python workers must run the same interpreter as the driver (same packages).
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        builder = SparkSession.builder
+        for k, v in settings.items():
+            builder = builder.config(k, v)
+        log.info("starting Spark (%s) with %d connector jars", settings["spark.master"], len(jars))
+        spark = builder.getOrCreate()
+        spark.sparkContext.setLogLevel(settings.get("spark.log.level", "WARN"))
+        return spark
