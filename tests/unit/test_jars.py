@@ -152,3 +152,32 @@ def test_poms_ship_as_package_data():
     for component in jars.COMPONENTS:
         assert jars.pom_path(component).read_text().lstrip().startswith("<?xml")
     assert os.path.basename(jars.pom_path("broker").parent) == "broker"
+
+
+def test_spark_kafka_falls_back_when_pom_versions_do_not_resolve(monkeypatch, tmp_path, caplog):
+    _fake_exe(tmp_path / "bin", "java")
+    # fails unless a -Dspark.version override is given, like a registry without Spark 4.3.0
+    _fake_exe(tmp_path / "bin", "mvn", f"""#!/bin/sh
+echo "$@" >> {tmp_path}/mvn-calls
+case "$*" in *-Dspark.version=*) ;; *) echo "[ERROR] Could not find artifact spark-sql-kafka:4.3.0"; exit 1;; esac
+for a in "$@"; do case "$a" in -DoutputDirectory=*) d="${{a#-DoutputDirectory=}}";; esac; done
+echo PK > "$d/spark-sql-kafka-0-10_2.13-4.2.0.jar"
+""")
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    with caplog.at_level("WARNING", logger="streamtable"):
+        got = jars.resolve_jars("spark-kafka", cache_dir=tmp_path / "cache")
+    assert [p.name for p in got] == ["spark-sql-kafka-0-10_2.13-4.2.0.jar"]
+    assert "fallback" in caplog.text
+    # the completed fallback is reused without running Maven again
+    assert jars.resolve_jars("spark-kafka", cache_dir=tmp_path / "cache") == got
+    assert len((tmp_path / "mvn-calls").read_text().splitlines()) == 2
+
+
+def test_explicit_properties_never_fall_back(monkeypatch, tmp_path):
+    _fake_exe(tmp_path / "bin", "java")
+    _fake_exe(tmp_path / "bin", "mvn", "#!/bin/sh\necho '[ERROR] nope'\nexit 1\n")
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    with pytest.raises(EnvironmentSetupError, match="nope"):
+        jars.resolve_jars("spark-kafka", cache_dir=tmp_path / "c", properties={"spark.version": "9"})

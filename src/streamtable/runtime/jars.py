@@ -20,6 +20,7 @@ import fcntl
 import hashlib
 import importlib.resources
 import json
+import logging
 import os
 import pathlib
 import re
@@ -31,6 +32,7 @@ from streamtable.errors import EnvironmentSetupError
 
 __all__ = [
     "COMPONENTS",
+    "FALLBACK_PROPERTIES",
     "MIN_JAVA_VERSION",
     "cache_root",
     "check_java",
@@ -46,7 +48,17 @@ COMPONENTS: tuple[str, ...] = ("broker", "spark-kafka")
 #: Oldest Java feature release that Kafka 4.x brokers and Spark 4.x accept.
 MIN_JAVA_VERSION = 17
 
+_LOG = logging.getLogger("streamtable")
+
 _MARKER = ".streamtable-complete"
+
+#: Tried in order, for a call without explicit ``properties``, when the POM's own versions do not
+#: resolve.  Spark 4.3.0's Kafka connector was not on Maven Central (as reachable) when this was
+#: written; the 4.2.0 connector (with the 4.0.0 token provider, the newest one there) was
+#: verified to read and write Kafka from PySpark 4.3.0 (batch and structured streaming).
+FALLBACK_PROPERTIES: dict[str, tuple[dict[str, str], ...]] = {
+    "spark-kafka": ({"spark.version": "4.2.0", "spark.token.provider.version": "4.0.0"},),
+}
 _JAVA_HINT = "install a JDK 17+ (e.g. apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
 _MAVEN_HINT = "install Maven (apt-get install maven)"
 _MVN_TIMEOUT_S = 1800.0
@@ -239,7 +251,10 @@ def resolve_jars(
         ``"broker"`` (Kafka broker, KRaft) or ``"spark-kafka"`` (Spark's Kafka connector).
     properties : Mapping[str, str], optional
         Maven ``-D`` properties passed to the POM, e.g. ``{"kafka.version": "4.3.0"}``; they are
-        part of the cache key.
+        part of the cache key.  Without them, if the POM's own versions do not resolve, the
+        entries of :data:`FALLBACK_PROPERTIES` for ``component`` are tried in order (with a
+        warning on the ``streamtable`` logger); a completed fallback is then reused without
+        trying Maven again (delete the cache folder to retry).
     cache_dir : path-like, optional
         Cache root; defaults to :func:`cache_root`.
 
@@ -256,7 +271,40 @@ def resolve_jars(
         If Java or Maven is missing (the message says how to install them), or an artifact fails
         to resolve (the message carries the tail of Maven's output).
     """
-    props = dict(properties or {})
+    if properties is not None or component not in FALLBACK_PROPERTIES:
+        return _resolve_one(component, dict(properties or {}), cache_dir)
+    root = pathlib.Path(cache_dir).expanduser() if cache_dir is not None else cache_root()
+    primary = _folder_for(root, component, {})
+    if not _is_complete(primary):
+        for props in FALLBACK_PROPERTIES[component]:
+            fallback = _folder_for(root, component, props)
+            if _is_complete(fallback):
+                return _list_jars(fallback)
+    try:
+        return _resolve_one(component, {}, cache_dir)
+    except EnvironmentSetupError as first_error:
+        if "Maven failed to resolve" not in str(first_error):
+            raise
+        for props in FALLBACK_PROPERTIES[component]:
+            try:
+                jars = _resolve_one(component, dict(props), cache_dir)
+            except EnvironmentSetupError:
+                continue
+            _LOG.warning(
+                "the %r jars at the POM's versions did not resolve; using the fallback %s "
+                "instead (%s)", component, props, ", ".join(p.name for p in jars)
+            )
+            return jars
+        raise first_error
+
+
+def _folder_for(root: pathlib.Path, component: str, props: Mapping[str, str]) -> pathlib.Path:
+    return root / f"{component}-{_cache_key(pom_path(component).read_bytes(), props)}"
+
+
+def _resolve_one(
+    component: str, props: dict[str, str], cache_dir: str | os.PathLike[str] | None
+) -> list[pathlib.Path]:
     pom = pom_path(component)
     root = pathlib.Path(cache_dir).expanduser() if cache_dir is not None else cache_root()
     folder = root / f"{component}-{_cache_key(pom.read_bytes(), props)}"
