@@ -37,12 +37,27 @@ def _fail(exc: StreamtableError) -> None:
 
 
 @broker.command("start")
-@click.option("--port", type=click.IntRange(1, 65535), default=None, show_envvar=True,
-              help="Client port on 127.0.0.1 [default: last used, else 9092 if free, else any].")
-@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              show_envvar=True, help="Data/log folder, kept between runs [default: <broker home>/data].")
-@click.option("--timeout", type=click.FloatRange(min=1), default=60.0, show_envvar=True,
-              help="Seconds to wait for the broker to answer.")
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    show_envvar=True,
+    help="Client port on 127.0.0.1 [default: last used, else 9092 if free, else any].",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    show_envvar=True,
+    help="Data/log folder, kept between runs [default: <broker home>/data].",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=60.0,
+    show_envvar=True,
+    help="Seconds to wait for the broker to answer.",
+)
 def broker_start(port: int | None, data_dir: Path | None, timeout: float) -> None:
     """Start the background broker (or report the one already running)."""
     from streamtable.broker import daemon
@@ -55,8 +70,9 @@ def broker_start(port: int | None, data_dir: Path | None, timeout: float) -> Non
         _fail(exc)
         return
     verb = "already running" if info.get("already_running") else "started"
-    click.echo(f"Kafka broker {verb}: bootstrap.servers={info['bootstrap_servers']} "
-               f"(pid {info['pid']})")
+    click.echo(
+        f"Kafka broker {verb}: bootstrap.servers={info['bootstrap_servers']} (pid {info['pid']})"
+    )
     click.echo(f"data: {info['data_dir']}")
     click.echo(f"log:  {info['log_path']}")
 
@@ -84,8 +100,9 @@ def broker_status(as_json: bool) -> None:
         click.echo(json.dumps(info, indent=2, sort_keys=True))
     elif info["running"]:
         answers = "answers metadata requests" if info["answers"] else "does NOT answer yet"
-        click.echo(f"running: pid {info['pid']}, bootstrap.servers={info['bootstrap_servers']}, "
-                   f"{answers}")
+        click.echo(
+            f"running: pid {info['pid']}, bootstrap.servers={info['bootstrap_servers']}, {answers}"
+        )
         click.echo(f"data: {info['data_dir']}")
         click.echo(f"log:  {info['log_path']}")
     else:

@@ -27,8 +27,13 @@ def produce(bootstrap, topic, records, **config):
     producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "log_level": 3, **config})
     reports = []
     for key, value, partition in records:
-        producer.produce(topic, key=key, value=value, partition=partition,
-                         on_delivery=lambda err, msg: reports.append((err, msg)))
+        producer.produce(
+            topic,
+            key=key,
+            value=value,
+            partition=partition,
+            on_delivery=lambda err, msg: reports.append((err, msg)),
+        )
     assert producer.flush(60) == 0, "records still queued after 60 s"
     errors = [err for err, _ in reports if err is not None]
     assert not errors, errors
@@ -36,8 +41,15 @@ def produce(bootstrap, topic, records, **config):
 
 
 def consume(bootstrap, topic, count, timeout=30.0):
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "t", "log_level": 3,
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "t",
+            "log_level": 3,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     consumer.subscribe([topic])
     got = []
     deadline = time.monotonic() + timeout
@@ -82,11 +94,18 @@ def test_three_brokers_survive_leader_crash():
         leader = kafka.leader_of("replicated", 0)
         kafka.kill_broker(leader)
         assert not kafka.is_alive(leader)
-        wait_until(lambda: kafka.leader_of("replicated", 0) not in (-1, leader),
-                   timeout=45, what="a new leader for replicated-0")
+        wait_until(
+            lambda: kafka.leader_of("replicated", 0) not in (-1, leader),
+            timeout=45,
+            what="a new leader for replicated-0",
+        )
 
-        msgs = produce(kafka.bootstrap_servers, "replicated", [(b"b", b"2", 0)],
-                       **{"message.timeout.ms": 60000})
+        msgs = produce(
+            kafka.bootstrap_servers,
+            "replicated",
+            [(b"b", b"2", 0)],
+            **{"message.timeout.ms": 60000},
+        )
         assert msgs[0].offset() == 1
 
         kafka.restart_broker(leader)

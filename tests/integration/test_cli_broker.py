@@ -59,9 +59,22 @@ def test_broker_survives_the_starting_process(broker_home, tmp_path):
     env = {**os.environ, "PYTHONPATH": SRC, "STREAMTABLE_BROKER_HOME": str(broker_home)}
     data_dir = tmp_path / "data"
     proc = subprocess.run(
-        [sys.executable, "-m", "streamtable", "broker", "start", "--port", str(port),
-         "--data-dir", str(data_dir)],
-        env=env, capture_output=True, text=True, timeout=120, check=False,
+        [
+            sys.executable,
+            "-m",
+            "streamtable",
+            "broker",
+            "start",
+            "--port",
+            str(port),
+            "--data-dir",
+            str(data_dir),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     # the CLI process has exited; the broker still answers

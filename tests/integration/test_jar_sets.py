@@ -12,7 +12,7 @@ pytestmark = pytest.mark.integration
 
 
 def artifact(name: str) -> str:
-    """``kafka-clients-3.9.2.jar`` -> ``kafka-clients``; ``spark-core_2.13-4.3.0.jar`` -> ``spark-core``."""
+    """``kafka-clients-3.9.2.jar`` -> ``kafka-clients``; ``spark-core_2.13-4.3.0.jar`` -> ``spark-core``."""  # noqa: E501
     scala = re.match(r"(.+?)_2\.1[23]-", name)
     if scala:
         return scala.group(1)
@@ -22,8 +22,12 @@ def artifact(name: str) -> str:
 def test_spark_kafka_jars_are_minimal_and_do_not_duplicate_the_wheel():
     jars = resolve_jars("spark-kafka")
     names = {artifact(p.name) for p in jars}
-    assert names == {"spark-sql-kafka-0-10", "spark-token-provider-kafka-0-10", "kafka-clients",
-                     "commons-pool2"}
+    assert names == {
+        "spark-sql-kafka-0-10",
+        "spark-token-provider-kafka-0-10",
+        "kafka-clients",
+        "commons-pool2",
+    }
     wheel = {artifact(p.name) for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
     assert not names & wheel
 

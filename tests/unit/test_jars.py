@@ -43,8 +43,9 @@ def test_java_home_wins_over_path(no_tools, monkeypatch, tmp_path):
 
 
 def test_old_java_rejected(no_tools, monkeypatch, tmp_path):
-    _fake_exe(tmp_path / "jdk" / "bin", "java",
-              '#!/bin/sh\necho \'openjdk version "1.8.0_392"\' >&2\n')
+    _fake_exe(
+        tmp_path / "jdk" / "bin", "java", "#!/bin/sh\necho 'openjdk version \"1.8.0_392\"' >&2\n"
+    )
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk"))
     with pytest.raises(EnvironmentSetupError, match="version 8, but 17"):
         jars.check_java()
@@ -52,8 +53,12 @@ def test_old_java_rejected(no_tools, monkeypatch, tmp_path):
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [('openjdk version "17.0.15" 2025-04-15', 17), ('java version "1.8.0_1"', 8),
-     ('openjdk version "21" 2023-09-19', 21), ("garbage", None)],
+    [
+        ('openjdk version "17.0.15" 2025-04-15', 17),
+        ('java version "1.8.0_1"', 8),
+        ('openjdk version "21" 2023-09-19', 21),
+        ("garbage", None),
+    ],
 )
 def test_parse_java_version(text, expected):
     assert jars._parse_java_version(text) == expected
@@ -86,7 +91,10 @@ def test_cache_hit_skips_maven_and_java(no_tools, tmp_path):
         (folder / name).write_bytes(b"PK")
     (folder / jars._MARKER).write_text("{}")
     # neither java nor mvn is on PATH: a cache hit must not need them
-    assert jars.resolve_jars("spark-kafka", cache_dir=tmp_path) == [folder / "a.jar", folder / "b.jar"]
+    assert jars.resolve_jars("spark-kafka", cache_dir=tmp_path) == [
+        folder / "a.jar",
+        folder / "b.jar",
+    ]
 
 
 def test_incomplete_folder_is_not_a_hit(no_tools, tmp_path):
@@ -113,11 +121,16 @@ def test_cache_root_env_precedence(monkeypatch, tmp_path):
 
 def test_failed_resolution_carries_maven_tail(monkeypatch, tmp_path):
     _fake_exe(tmp_path / "bin", "java")
-    _fake_exe(tmp_path / "bin", "mvn",
-              "#!/bin/sh\necho '[ERROR] Could not find artifact org.example:nope:jar:9.9'\nexit 1\n")
+    _fake_exe(
+        tmp_path / "bin",
+        "mvn",
+        "#!/bin/sh\necho '[ERROR] Could not find artifact org.example:nope:jar:9.9'\nexit 1\n",
+    )
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     monkeypatch.delenv("JAVA_HOME", raising=False)
-    with pytest.raises(EnvironmentSetupError, match=r"(?s)'broker'.*Could not find artifact org\.example"):
+    with pytest.raises(
+        EnvironmentSetupError, match=r"(?s)'broker'.*Could not find artifact org\.example"
+    ):
         jars.resolve_jars("broker", cache_dir=tmp_path / "cache")
     # nothing half-done is left behind as a cache hit
     assert not any((tmp_path / "cache").glob("broker-*/" + jars._MARKER))
@@ -126,15 +139,23 @@ def test_failed_resolution_carries_maven_tail(monkeypatch, tmp_path):
 def test_successful_resolution_writes_marker(monkeypatch, tmp_path):
     _fake_exe(tmp_path / "bin", "java")
     # a fake mvn that "copies" one jar into -DoutputDirectory and records its arguments
-    _fake_exe(tmp_path / "bin", "mvn", f"""#!/bin/sh
+    _fake_exe(
+        tmp_path / "bin",
+        "mvn",
+        f"""#!/bin/sh
 echo "$@" >> {tmp_path}/mvn-calls
 for a in "$@"; do case "$a" in -DoutputDirectory=*) d="${{a#-DoutputDirectory=}}";; esac; done
 echo PK > "$d/kafka-clients-1.0.jar"
-""")
+""",
+    )
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     monkeypatch.delenv("JAVA_HOME", raising=False)
-    first = jars.resolve_jars("broker", cache_dir=tmp_path / "cache", properties={"kafka.version": "4.3.1"})
-    second = jars.resolve_jars("broker", cache_dir=tmp_path / "cache", properties={"kafka.version": "4.3.1"})
+    first = jars.resolve_jars(
+        "broker", cache_dir=tmp_path / "cache", properties={"kafka.version": "4.3.1"}
+    )
+    second = jars.resolve_jars(
+        "broker", cache_dir=tmp_path / "cache", properties={"kafka.version": "4.3.1"}
+    )
     assert [p.name for p in first] == ["kafka-clients-1.0.jar"] == [p.name for p in second]
     calls = (tmp_path / "mvn-calls").read_text().splitlines()
     assert len(calls) == 1
@@ -157,12 +178,18 @@ def test_poms_ship_as_package_data():
 def test_spark_kafka_falls_back_when_pom_versions_do_not_resolve(monkeypatch, tmp_path, caplog):
     _fake_exe(tmp_path / "bin", "java")
     # fails unless a -Dspark.version override is given, like a registry without Spark 4.3.0
-    _fake_exe(tmp_path / "bin", "mvn", f"""#!/bin/sh
+    _fake_exe(
+        tmp_path / "bin",
+        "mvn",
+        f"""#!/bin/sh
 echo "$@" >> {tmp_path}/mvn-calls
-case "$*" in *-Dspark.version=*) ;; *) echo "[ERROR] Could not find artifact spark-sql-kafka:4.3.0"; exit 1;; esac
+case "$*" in *-Dspark.version=*) ;;
+  *) echo "[ERROR] Could not find artifact spark-sql-kafka:4.3.0"; exit 1;;
+esac
 for a in "$@"; do case "$a" in -DoutputDirectory=*) d="${{a#-DoutputDirectory=}}";; esac; done
 echo PK > "$d/spark-sql-kafka-0-10_2.13-4.2.0.jar"
-""")
+""",
+    )
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     monkeypatch.delenv("JAVA_HOME", raising=False)
     with caplog.at_level("WARNING", logger="streamtable"):
@@ -180,4 +207,6 @@ def test_explicit_properties_never_fall_back(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     monkeypatch.delenv("JAVA_HOME", raising=False)
     with pytest.raises(EnvironmentSetupError, match="nope"):
-        jars.resolve_jars("spark-kafka", cache_dir=tmp_path / "c", properties={"spark.version": "9"})
+        jars.resolve_jars(
+            "spark-kafka", cache_dir=tmp_path / "c", properties={"spark.version": "9"}
+        )

@@ -321,9 +321,7 @@ def format_all(
     nodes: Sequence[KafkaNode], classpath: Sequence[pathlib.Path], cluster_id: str, deadline: float
 ) -> None:
     """Format the storage of every unformatted node (concurrently); raise BrokerError on failure."""
-    running = [
-        (n, n.format_storage(classpath, cluster_id)) for n in nodes if not n.is_formatted()
-    ]
+    running = [(n, n.format_storage(classpath, cluster_id)) for n in nodes if not n.is_formatted()]
     for node, proc in running:
         try:
             rc = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
@@ -336,8 +334,8 @@ def format_all(
             ) from None
         if rc != 0:
             raise BrokerError(
-                f"Kafka node {node.node_id}: formatting the storage failed (exit {rc}); its output:\n"
-                + "\n".join(tail_file(node.home / "format.log", 40))
+                f"Kafka node {node.node_id}: formatting the storage failed (exit {rc}); "
+                "its output:\n" + "\n".join(tail_file(node.home / "format.log", 40))
             )
 
 

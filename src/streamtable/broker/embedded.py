@@ -125,6 +125,8 @@ class EmbeddedKafka:
         self._lock = threading.RLock()
         self._started = False
         self._admin_client: Any = None
+        #: Seconds the last :meth:`start` took (format + JVM start + readiness), or ``None``.
+        self.startup_seconds: float | None = None
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> EmbeddedKafka:
@@ -247,7 +249,9 @@ class EmbeddedKafka:
 
     def _require_started(self) -> None:
         if not self._started:
-            raise BrokerError("EmbeddedKafka is not running; call start() or use it as a context manager")
+            raise BrokerError(
+                "EmbeddedKafka is not running; call start() or use it as a context manager"
+            )
 
     # ------------------------------------------------------------------ properties
     def _bootstrap_or_none(self) -> str | None:
@@ -467,9 +471,7 @@ class EmbeddedKafka:
             self._require_started()
             self._node(node_id).terminate(grace=grace)
 
-    def restart_broker(
-        self, node_id: int, *, timeout: timedelta = timedelta(seconds=60)
-    ) -> None:
+    def restart_broker(self, node_id: int, *, timeout: timedelta = timedelta(seconds=60)) -> None:
         """Start a killed or stopped node again (same ports and data) and wait until it is back.
 
         Raises

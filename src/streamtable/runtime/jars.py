@@ -132,7 +132,8 @@ def check_java() -> int:
         )
     if version < MIN_JAVA_VERSION:
         raise EnvironmentSetupError(
-            f"Java at {java} is version {version}, but {MIN_JAVA_VERSION}+ is required; {_JAVA_HINT}."
+            f"Java at {java} is version {version}, but {MIN_JAVA_VERSION}+ is required; "
+            f"{_JAVA_HINT}."
         )
     return version
 
@@ -198,7 +199,9 @@ def pom_path(component: str) -> pathlib.Path:
     """
     if component not in COMPONENTS:
         raise ValueError(f"unknown jar component {component!r}; expected one of {COMPONENTS}")
-    path = pathlib.Path(str(importlib.resources.files("streamtable") / "jvm" / component / "pom.xml"))
+    path = pathlib.Path(
+        str(importlib.resources.files("streamtable") / "jvm" / component / "pom.xml")
+    )
     if not path.is_file():
         raise EnvironmentSetupError(
             f"{path} is missing from the installed streamtable package; reinstall streamtable."
@@ -292,7 +295,10 @@ def resolve_jars(
                 continue
             _LOG.warning(
                 "the %r jars at the POM's versions did not resolve; using the fallback %s "
-                "instead (%s)", component, props, ", ".join(p.name for p in jars)
+                "instead (%s)",
+                component,
+                props,
+                ", ".join(p.name for p in jars),
             )
             return jars
         raise first_error
@@ -361,8 +367,11 @@ def _resolve_one(
                 f"(exit {proc.returncode}). Check network access to Maven Central or the "
                 f"artifact versions in the POM. Tail of mvn output:\n{tail}"
             )
-        (folder / _MARKER).write_text(json.dumps({"pom": str(pom), "properties": props,
-                                                  "jars": [p.name for p in jars]}, indent=1))
+        (folder / _MARKER).write_text(
+            json.dumps(
+                {"pom": str(pom), "properties": props, "jars": [p.name for p in jars]}, indent=1
+            )
+        )
         return jars
 
 
