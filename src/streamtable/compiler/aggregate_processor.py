@@ -79,8 +79,9 @@ class AggregateProcessor(StatefulProcessor):
             raw_key = group_key
         k = spec.key_codec.decode_many([raw_key])[0]
         values = spec.value_codec.decode_many([r.value for r in batch])
-        if self.state.exists():
-            blob, ts = self.state.get()
+        stored = self.state.get()  # one round trip to the state store; None when absent
+        if stored is not None:
+            blob, ts = stored
             agg = pickle.loads(blob)
         else:
             agg, ts = spec.aggregation.initializer(), None

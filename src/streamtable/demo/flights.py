@@ -112,7 +112,7 @@ def run(bootstrap_servers: str | None = None, *, state_dir: str | None = None, m
         df = df[df["month"] == month]
     records = flight_records(df)
     with kafka_cluster(bootstrap_servers) as bootstrap:
-        ensure_topics(bootstrap, {INPUT_TOPIC: PARTITIONS, OUTPUT_TOPIC: PARTITIONS}, recreate=bootstrap_servers is None)
+        ensure_topics(bootstrap, {INPUT_TOPIC: PARTITIONS, OUTPUT_TOPIC: PARTITIONS}, recreate=True)
         produce_records(bootstrap, INPUT_TOPIC, records)
         echo(f"produced {len(records):,} flights to '{INPUT_TOPIC}'")
         app = KafkaStreams(build_topology(), demo_config("streamtable-demo-flights", bootstrap, state_dir))

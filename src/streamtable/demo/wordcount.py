@@ -51,7 +51,7 @@ def run(lines: list[str], bootstrap_servers: str | None = None, *, state_dir: st
 
     t0 = time.monotonic()
     with kafka_cluster(bootstrap_servers) as bootstrap:
-        ensure_topics(bootstrap, {INPUT_TOPIC: 2, OUTPUT_TOPIC: 2}, recreate=bootstrap_servers is None)
+        ensure_topics(bootstrap, {INPUT_TOPIC: 2, OUTPUT_TOPIC: 2}, recreate=True)
         produce_records(bootstrap, INPUT_TOPIC, [(None, line.encode("utf-8"), None) for line in lines])
         app = KafkaStreams(build_topology(), demo_config("streamtable-demo-wordcount", bootstrap, state_dir))
         t1 = time.monotonic()

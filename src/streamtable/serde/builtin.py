@@ -343,6 +343,10 @@ class JsonSerde(Serde):
     def _params(self) -> tuple[Any, ...]:
         return (self._schema,)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # the json encoder/decoder objects do not pickle; Spark ships serdes to its workers
+        return (JsonSerde, (self.schema,))
+
     def _repr_args(self) -> str:
         return "" if self._schema is None else f"schema={self.schema!r}"
 
