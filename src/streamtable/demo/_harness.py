@@ -27,7 +27,10 @@ def kafka_cluster(bootstrap_servers: str | None) -> Iterator[str]:
 
 
 def ensure_topics(bootstrap_servers: str, topics: dict[str, int], *, recreate: bool = False) -> None:
-    """Create the ``{topic: partitions}`` that do not exist (delete them first if ``recreate``)."""
+    """Create the ``{topic: partitions}`` that do not exist (delete them first if ``recreate``).
+
+    Topics are created with ``retention.ms=-1``: demo data carries historical timestamps.
+    """
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
     existing = set(admin.list_topics(timeout=30).topics)
     if recreate:
@@ -37,7 +40,14 @@ def ensure_topics(bootstrap_servers: str, topics: dict[str, int], *, recreate: b
                 fut.result()
             _wait(lambda: not set(doomed) & set(admin.list_topics(timeout=30).topics), "topic deletion")
             existing -= set(doomed)
-    new = [NewTopic(t, num_partitions=n, replication_factor=1) for t, n in topics.items() if t not in existing]
+    # Record timestamps of replayed data (e.g. flights of 2013) are years old: with the default
+    # time-based retention (7 days, judged by record timestamps) the broker would delete them
+    # right after they are written.
+    new = [
+        NewTopic(t, num_partitions=n, replication_factor=1, config={"retention.ms": "-1"})
+        for t, n in topics.items()
+        if t not in existing
+    ]
     if new:
         for fut in admin.create_topics(new, operation_timeout=30).values():
             fut.result()

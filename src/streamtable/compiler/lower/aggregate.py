@@ -9,6 +9,7 @@ from streamtable.compiler.aggregate_processor import OUTPUT_DDL, AggregateProces
 from streamtable.compiler.codecs import Codec, LongColumnCodec, PickleCodec, WindowedCodec
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.compiler.metrics import count_and_drop
+from streamtable.compiler.pack_stage import PackStage
 from streamtable.errors import TopologyError
 from streamtable.topology.nodes import AggregateNode
 
@@ -67,18 +68,12 @@ def lower_aggregate(ctx: CompileContext, node: AggregateNode, parent: Frame) -> 
     time_mode = "None"
     key_codec: Codec = parent.key_codec
     if node.windows is not None:
-        w = node.windows
         df = count_and_drop(ctx, df, {"negative_timestamp": F.col("ts") < 0})
-        last = F.col("ts") - F.pmod(F.col("ts"), F.lit(w.advance_ms))
-        first0 = F.greatest(F.lit(0).cast("bigint"), F.col("ts") - w.size_ms + w.advance_ms)
-        first = first0 - F.pmod(first0, F.lit(w.advance_ms))
-        df = (
-            df.withColumn("wstart", F.explode(F.sequence(first, last, F.lit(w.advance_ms).cast("bigint"))))
-            .withColumn("key", F.concat(F.col("key"), F.unhex(F.lpad(F.hex(F.col("wstart")), 16, "0"))))
-            .withColumn("event_time", F.timestamp_millis(F.col("ts")))
-            .withWatermark("event_time", f"{w.grace_ms + w.size_ms} milliseconds")
-            .drop("wstart")
-        )
+    pack = PackStage(node.windows)
+    df = df.mapInArrow(pack, pack.output_ddl())
+    if node.windows is not None:
+        w = node.windows
+        df = df.withWatermark("event_time", f"{w.grace_ms + w.size_ms} milliseconds")
         time_mode = "EventTime"
         key_codec = WindowedCodec(parent.key_codec, w.size_ms)
     out = df.groupBy("key").transformWithState(

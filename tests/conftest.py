@@ -1,0 +1,81 @@
+"""Shared fixtures: one Spark session and one Kafka broker per test session.
+
+Tests under ``tests/integration`` are marked ``integration`` automatically; the rest are ``unit``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = str(item.fspath)
+        if "/tests/integration/" in path:
+            item.add_marker(pytest.mark.integration)
+        elif "/tests/unit/" in path or "/src/" in path:
+            item.add_marker(pytest.mark.unit)
+
+
+def wait_for(condition: Callable[[], Any], *, timeout: float = 60.0, what: str = "condition") -> Any:
+    """Poll ``condition`` until truthy; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.1)  # polling interval of a condition wait, not a fixed wait
+
+
+@pytest.fixture(scope="session")
+def kafka_broker() -> Iterator[Any]:
+    """A real single-node KRaft broker for the whole test session."""
+    from streamtable.broker import EmbeddedKafka
+
+    with EmbeddedKafka() as kafka:
+        yield kafka
+
+
+@pytest.fixture(scope="session")
+def spark() -> Any:
+    """The process's Spark session (local[2], UI off, 2 shuffle partitions)."""
+    from streamtable.runtime.spark import get_spark
+
+    return get_spark({"spark.sql.shuffle.partitions": "2"})
+
+
+@pytest.fixture
+def topic_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
+    """Topic names unique to this test: ``topic_name("in")`` → ``test_x-in-1a2b3c``."""
+    suffix = uuid.uuid4().hex[:6]
+    base = request.node.name.replace("[", "_").replace("]", "")[:60]
+
+    def make(name: str) -> str:
+        return f"{base}-{name}-{suffix}"
+
+    return make
+
+
+@pytest.fixture
+def app_config(kafka_broker: Any, tmp_path: Path, request: pytest.FixtureRequest) -> Callable[..., dict]:
+    """A config for an application of this test, with its own state folder."""
+
+    def make(**extra: Any) -> dict:
+        return {
+            "application.id": f"t-{request.node.name[:40]}-{uuid.uuid4().hex[:6]}".replace("[", "_").replace("]", "_"),
+            "bootstrap.servers": kafka_broker.bootstrap_servers,
+            "state.dir": str(tmp_path / "state"),
+            "streamtable.shuffle.partitions": 2,
+            "commit.interval.ms": 200,
+            **extra,
+        }
+
+    return make

@@ -1,0 +1,179 @@
+import subprocess
+import sys
+from datetime import timedelta
+
+import pytest
+
+from streamtable import Serdes, StreamsBuilder, TimeWindows
+from streamtable.errors import TopologyError
+from streamtable.topology.nodes import AggregateNode, RecordOpKind, RecordOpNode, RepartitionNode
+
+# Kafka Streams' describe() of its WordCountDemo topology (count named "counts-store"),
+# with our node numbering: Kafka Streams 4.x prints the same layout.
+WORDCOUNT_DESCRIPTION = """\
+Topologies:
+   Sub-topology: 0
+    Source: KSTREAM-SOURCE-0000000000 (topics: [streams-plaintext-input])
+      --> KSTREAM-FLATMAPVALUES-0000000001
+    Processor: KSTREAM-FLATMAPVALUES-0000000001 (stores: [])
+      --> KSTREAM-KEY-SELECT-0000000002
+      <-- KSTREAM-SOURCE-0000000000
+    Processor: KSTREAM-KEY-SELECT-0000000002 (stores: [])
+      --> counts-store-repartition-filter
+      <-- KSTREAM-FLATMAPVALUES-0000000001
+    Processor: counts-store-repartition-filter (stores: [])
+      --> counts-store-repartition-sink
+      <-- KSTREAM-KEY-SELECT-0000000002
+    Sink: counts-store-repartition-sink (topic: counts-store-repartition)
+      <-- counts-store-repartition-filter
+
+  Sub-topology: 1
+    Source: counts-store-repartition-source (topics: [counts-store-repartition])
+      --> KSTREAM-AGGREGATE-0000000003
+    Processor: KSTREAM-AGGREGATE-0000000003 (stores: [counts-store])
+      --> KTABLE-TOSTREAM-0000000004
+      <-- counts-store-repartition-source
+    Processor: KTABLE-TOSTREAM-0000000004 (stores: [])
+      --> KSTREAM-SINK-0000000005
+      <-- KSTREAM-AGGREGATE-0000000003
+    Sink: KSTREAM-SINK-0000000005 (topic: streams-wordcount-output)
+      <-- KTABLE-TOSTREAM-0000000004
+
+"""
+
+
+def wordcount_builder():
+    builder = StreamsBuilder()
+    lines = builder.stream("streams-plaintext-input", key_serde=Serdes.string(), value_serde=Serdes.string())
+    counts = lines.flat_map_values(lambda v: v.lower().split()).group_by(lambda k, w: w).count(name="counts-store")
+    counts.to_stream().to("streams-wordcount-output", value_serde=Serdes.long())
+    return builder
+
+
+def test_describe_matches_kafka_streams_layout():
+    assert str(wordcount_builder().build().describe()) == WORDCOUNT_DESCRIPTION
+
+
+def test_names_are_deterministic():
+    a = wordcount_builder().build()
+    b = wordcount_builder().build()
+    assert [n.name for n in a.graph.nodes] == [n.name for n in b.graph.nodes]
+    assert a.fingerprint() == b.fingerprint()
+
+
+def test_group_by_inserts_repartition_and_aggregate():
+    nodes = wordcount_builder().build().graph.nodes
+    kinds = [type(n).__name__ for n in nodes]
+    assert kinds == ["SourceNode", "RecordOpNode", "RecordOpNode", "RepartitionNode", "AggregateNode", "RecordOpNode", "SinkNode"]
+    rep = next(n for n in nodes if isinstance(n, RepartitionNode))
+    assert rep.topic_name == "counts-store-repartition"
+    agg = next(n for n in nodes if isinstance(n, AggregateNode))
+    assert agg.store_name == "counts-store" and agg.aggregation.native == "count"
+
+
+def test_group_by_key_repartitions_only_after_key_change():
+    b = StreamsBuilder()
+    s = b.stream("in", key_serde=Serdes.string(), value_serde=Serdes.string())
+    s.map_values(str.upper).group_by_key().count().to_stream().to("out")
+    assert not any(isinstance(n, RepartitionNode) for n in b.build().graph.nodes)
+    b = StreamsBuilder()
+    s = b.stream("in")
+    s.select_key(lambda k, v: v).group_by_key().count().to_stream().to("out")
+    assert sum(isinstance(n, RepartitionNode) for n in b.build().graph.nodes) == 1
+
+
+def test_sugar_is_expressed_through_core_nodes():
+    b = StreamsBuilder()
+    s = b.stream("in")
+    s.filter_not(lambda k, v: v is None).select_key(lambda k, v: v).map_values(len).to("out")
+    ops = [n for n in b.build().graph.nodes if isinstance(n, RecordOpNode)]
+    assert [n.kind for n in ops] == [RecordOpKind.FILTER, RecordOpKind.MAP, RecordOpKind.MAP_VALUES]
+    assert ops[0].fn("k", None) is False and ops[0].fn("k", "v") is True
+    assert ops[1].fn("k", "v") == ("v", "v")
+
+
+def test_split_routes_to_first_matching_branch():
+    b = StreamsBuilder()
+    branches = (
+        b.stream("in").split(name="s-")
+        .branch(lambda k, v: v > 10, name="big")
+        .branch(lambda k, v: v > 5, name="mid")
+        .default_branch(name="small")
+    )
+    assert set(branches) == {"s-big", "s-mid", "s-small"}
+    preds = {name: b._graph.nodes()[-3 + i].fn for i, name in enumerate(["s-big", "s-mid", "s-small"])}
+    assert [preds["s-big"](None, v) for v in (11, 7, 1)] == [True, False, False]
+    assert [preds["s-mid"](None, v) for v in (11, 7, 1)] == [False, True, False]
+    assert [preds["s-small"](None, v) for v in (11, 7, 1)] == [False, False, True]
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda s: s.filter(5), r"KStream.filter expects a callable taking \(key, value\); got int 5"),
+        (lambda s: s.map_values(lambda k, v: v), r"KStream.map_values expects a callable taking \(value\), i.e. 1 positional"),
+        (lambda s: s.map(lambda v: v), r"KStream.map expects a callable taking \(key, value\)"),
+        (lambda s: s.to("bad topic!"), r"KStream.to: 'bad topic!' is not a legal Kafka topic name"),
+        (lambda s: s.group_by_key().aggregate(dict, lambda k, v: v), r"KGroupedStream.aggregate expects a callable taking \(key, value, aggregate\)"),
+        (lambda s: s.group_by_key().count(name="x y"), r"Illegal store name 'x y'"),
+        (lambda s: s.repartition(num_partitions=0), r"num_partitions must be positive; got 0"),
+    ],
+)
+def test_bad_definitions_fail_at_definition_time(build, message):
+    s = StreamsBuilder().stream("in")
+    with pytest.raises(TopologyError, match=message):
+        build(s)
+
+
+def test_duplicate_names_are_refused():
+    s = StreamsBuilder().stream("in")
+    s.filter(lambda k, v: True, name="f")
+    with pytest.raises(TopologyError, match="The processor name 'f' is used twice"):
+        s.filter(lambda k, v: True, name="f")
+
+
+def test_build_without_output_is_refused():
+    b = StreamsBuilder()
+    b.stream("in").filter(lambda k, v: True)
+    with pytest.raises(TopologyError, match=r"has no output: end it with KStream.to\(topic\)"):
+        b.build()
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: TimeWindows.of_size_with_no_grace(timedelta(0)), "size must be positive; got 0 ms"),
+        (lambda: TimeWindows.of_size_and_grace(timedelta(seconds=1), timedelta(seconds=-1)), "grace must not be negative"),
+        (lambda: TimeWindows.of_size_with_no_grace(timedelta(seconds=1)).advance_by(timedelta(seconds=2)), "advance must be positive and at most the window size"),
+        (lambda: TimeWindows.of_size_with_no_grace("1h"), "must be a datetime.timedelta"),
+    ],
+)
+def test_bad_windows(make, message):
+    with pytest.raises(TopologyError, match=message):
+        make()
+
+
+@pytest.mark.parametrize(
+    "size, advance, ts, starts",
+    [
+        (10, 10, 0, [0]),
+        (10, 10, 9, [0]),
+        (10, 10, 10, [10]),
+        (10, 5, 12, [5, 10]),
+        (10, 3, 12, [3, 6, 9, 12]),
+        (10, 3, 1, [0]),  # no window starts before 0 (Kafka Streams' TimeWindows.windowsFor)
+    ],
+)
+def test_window_assignment(size, advance, ts, starts):
+    assert TimeWindows(size, advance, 0).windows_for(ts) == starts
+
+
+def test_dsl_and_topology_do_not_import_pyspark():
+    code = (
+        "import sys, streamtable, streamtable.dsl.builder, streamtable.topology.topology;"
+        "from streamtable import StreamsBuilder;"
+        "StreamsBuilder().stream('a').to('b');"
+        "print('pyspark' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -1,0 +1,127 @@
+import pickle
+
+import pyarrow as pa
+import pytest
+
+from streamtable.compiler.codecs import LongColumnCodec, PickleCodec, SerdeCodec, WindowedCodec
+from streamtable.compiler.record_stage import RecordStage, StageOp
+from streamtable.errors import DeserializationError, StreamsError
+from streamtable.serde import Serdes, Windowed
+from streamtable.topology.nodes import RecordOpKind
+
+STR = SerdeCodec(Serdes.string())
+
+
+def batch(rows):
+    """rows: (key bytes, value bytes, ts, partition, offset)"""
+    cols = list(zip(*rows, strict=True))
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(cols[0], pa.binary()),
+            pa.array(cols[1], pa.binary()),
+            pa.array(cols[2], pa.int64()),
+            pa.array(cols[3], pa.int32()),
+            pa.array(cols[4], pa.int64()),
+            pa.array([0] * len(rows), pa.int64()),
+            pa.array(["in"] * len(rows), pa.string()),
+        ],
+        names=["key", "value", "ts", "partition", "offset", "seq", "topic"],
+    )
+
+
+def run(stage, rows):
+    out = list(stage(iter([batch(rows)])))
+    return pa.Table.from_batches(out).to_pylist() if out else []
+
+
+def op(kind, fn):
+    return StageOp(kind, fn, f"node-{kind.value}")
+
+
+def test_chain_applies_ops_in_order_and_keeps_coordinates():
+    stage = RecordStage(
+        ops=(
+            op(RecordOpKind.FLAT_MAP_VALUES, str.split),
+            op(RecordOpKind.FILTER, lambda k, v: v != "b"),
+            op(RecordOpKind.MAP, lambda k, v: (v, len(v))),
+        ),
+        in_key=STR, in_value=STR, out_key=STR, out_value=PickleCodec(),
+    )
+    out = run(stage, [(b"k", b"a b cc", 5, 0, 7)])
+    assert [(r["key"], pickle.loads(r["value"]), r["ts"], r["offset"], r["seq"]) for r in out] == [
+        (b"a", 1, 5, 7, 0),
+        (b"cc", 2, 5, 7, 2),
+    ]
+
+
+def test_unchanged_columns_pass_through_as_raw_bytes():
+    stage = RecordStage(
+        ops=(op(RecordOpKind.FILTER, lambda k, v: v.startswith("x")),),
+        in_key=STR, in_value=STR, out_key=STR, out_value=STR,
+    )
+    out = run(stage, [(b"k1", b"xa", 1, 0, 0), (b"k2", b"ya", 2, 0, 1), (None, b"xb", 3, 1, 0)])
+    assert [(r["key"], r["value"]) for r in out] == [(b"k1", b"xa"), (None, b"xb")]
+
+
+def test_peek_sees_every_record_and_passes_it_on():
+    seen = []
+    stage = RecordStage(
+        ops=(op(RecordOpKind.PEEK, lambda k, v: seen.append((k, v))),),
+        in_key=STR, in_value=STR, out_key=STR, out_value=STR,
+    )
+    assert len(run(stage, [(b"a", b"1", 0, 0, 0), (b"b", None, 0, 0, 1)])) == 2
+    assert seen == [("a", "1"), ("b", None)]
+
+
+def test_undeserializable_record_fails_naming_topic_partition_offset():
+    stage = RecordStage(
+        ops=(op(RecordOpKind.MAP_VALUES, lambda v: v + 1),),
+        in_key=STR, in_value=SerdeCodec(Serdes.long()), out_key=STR, out_value=PickleCodec(),
+        source_errors="fail",
+    )
+    good = (1).to_bytes(8, "big")
+    with pytest.raises(DeserializationError, match=r"topic 'in' partition 2 offset 41: .*LongDeserializer"):
+        run(stage, [(b"k", good, 0, 2, 40), (b"k", b"bad", 0, 2, 41)])
+
+
+def test_log_and_continue_skips_and_marks_the_bad_record():
+    stage = RecordStage(
+        ops=(op(RecordOpKind.MAP_VALUES, lambda v: v + 1),),
+        in_key=STR, in_value=SerdeCodec(Serdes.long()), out_key=STR, out_value=SerdeCodec(Serdes.long()),
+        source_errors="continue", emit_dropped=True,
+    )
+    out = run(stage, [(b"k", (1).to_bytes(8, "big"), 0, 0, 0), (b"k", b"bad", 0, 0, 1)])
+    kept = [r for r in out if r["dropped"] is None]
+    dropped = [r for r in out if r["dropped"] is not None]
+    assert [int.from_bytes(r["value"], "big") for r in kept] == [2]
+    assert [(r["offset"], r["dropped"]) for r in dropped] == [(1, "deserialization")]
+
+
+def test_user_exception_names_the_operator():
+    stage = RecordStage(
+        ops=(op(RecordOpKind.MAP_VALUES, lambda v: 1 / 0),),
+        in_key=STR, in_value=STR, out_key=STR, out_value=PickleCodec(),
+    )
+    with pytest.raises(StreamsError, match=r"ZeroDivisionError.*in operator 'node-map_values'"):
+        run(stage, [(b"k", b"v", 0, 0, 0)])
+
+
+def test_custom_partitioner_fills_sink_partition():
+    stage = RecordStage(
+        ops=(), in_key=STR, in_value=STR, out_key=STR, out_value=STR,
+        partitioner=lambda k, v, n: len(v) % n, num_partitions=3,
+    )
+    out = run(stage, [(b"a", b"xxxx", 0, 0, 0), (b"b", b"xx", 0, 0, 1)])
+    assert [r["sink_partition"] for r in out] == [1, 2]
+
+
+def test_windowed_codec_matches_kafka_time_windowed_serde():
+    codec = WindowedCodec(STR, 3_600_000)
+    w = Windowed("JFK", 7_200_000, 10_800_000)
+    encoded = codec.encode_many([w])
+    assert encoded == [Serdes.time_windowed(Serdes.string(), 3_600_000).serialize(w)]
+    assert codec.decode_many(encoded) == [w]
+
+
+def test_long_column_codec_is_identity():
+    assert LongColumnCodec().decode_many([1, None]) == [1, None]
