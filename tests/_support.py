@@ -10,7 +10,9 @@ from streamtable.demo.flights_data import produce_records
 __all__ = ["ensure_topics", "read_topic", "produce_records", "produce_values"]
 
 
-def produce_values(bootstrap: str, topic: str, pairs: list[tuple[Any, Any]], *, ts: int | None = None) -> None:
+def produce_values(
+    bootstrap: str, topic: str, pairs: list[tuple[Any, Any]], *, ts: int | None = None
+) -> None:
     """Produce (key str|None, value bytes|str|None) pairs, in order."""
     records = []
     for i, (k, v) in enumerate(pairs):

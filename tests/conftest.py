@@ -23,7 +23,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.unit)
 
 
-def wait_for(condition: Callable[[], Any], *, timeout: float = 60.0, what: str = "condition") -> Any:
+def wait_for(
+    condition: Callable[[], Any], *, timeout: float = 60.0, what: str = "condition"
+) -> Any:
     """Poll ``condition`` until truthy; fail the test after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
@@ -65,12 +67,16 @@ def topic_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
 
 
 @pytest.fixture
-def app_config(kafka_broker: Any, tmp_path: Path, request: pytest.FixtureRequest) -> Callable[..., dict]:
+def app_config(
+    kafka_broker: Any, tmp_path: Path, request: pytest.FixtureRequest
+) -> Callable[..., dict]:
     """A config for an application of this test, with its own state folder."""
 
     def make(**extra: Any) -> dict:
         return {
-            "application.id": f"t-{request.node.name[:40]}-{uuid.uuid4().hex[:6]}".replace("[", "_").replace("]", "_"),
+            "application.id": f"t-{request.node.name[:40]}-{uuid.uuid4().hex[:6]}".replace(
+                "[", "_"
+            ).replace("]", "_"),
             "bootstrap.servers": kafka_broker.bootstrap_servers,
             "state.dir": str(tmp_path / "state"),
             "streamtable.shuffle.partitions": 2,

@@ -44,7 +44,9 @@ def load_object(locator: str) -> Any:
         try:
             module = importlib.import_module(module_part)
         except ImportError as e:
-            raise LocatorError(f"Cannot import module {module_part!r} (from {locator!r}): {e}") from e
+            raise LocatorError(
+                f"Cannot import module {module_part!r} (from {locator!r}): {e}"
+            ) from e
     try:
         return getattr(module, attr)
     except AttributeError:
@@ -55,8 +57,10 @@ def load_object(locator: str) -> Any:
 
 
 def load_topology(locator: str) -> Any:
-    """The :class:`Topology` a locator names: a Topology, a StreamsBuilder, or a function
-    returning either (called without arguments).
+    """The :class:`Topology` a locator names.
+
+    The object may be a Topology, a StreamsBuilder, or a function returning either (called
+    without arguments).
 
     Raises
     ------

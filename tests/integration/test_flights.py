@@ -3,8 +3,8 @@
 from datetime import timedelta
 
 import pytest
-from _support import ensure_topics, produce_records, read_topic
 
+from _support import ensure_topics, produce_records, read_topic
 from streamtable import KafkaStreams
 from streamtable.demo import flights
 from streamtable.demo.flights_data import expected_hourly, flight_records, load_flights
@@ -34,4 +34,6 @@ def test_flights_hourly_equals_batch_group_by(kafka_broker, spark, topic_name, a
         if exp["avg_dep_delay_min"] is None:
             assert got["avg_dep_delay_min"] is None, key
         else:
-            assert got["avg_dep_delay_min"] == pytest.approx(exp["avg_dep_delay_min"], rel=1e-12), key
+            assert got["avg_dep_delay_min"] == pytest.approx(exp["avg_dep_delay_min"], rel=1e-12), (
+                key
+            )

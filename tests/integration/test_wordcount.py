@@ -4,14 +4,22 @@ import struct
 from datetime import timedelta
 
 from _support import ensure_topics, produce_values, read_topic
-
 from streamtable import KafkaStreams
 from streamtable.demo import wordcount
 from streamtable.demo.text import wordcount_demo_sentences
 from streamtable.serde.murmur2 import default_partition
 
 # Kafka Streams' WordCountDemo output for these three sentences (final count per word).
-EXPECTED = {"all": 1, "streams": 2, "lead": 1, "to": 1, "kafka": 3, "hello": 1, "join": 1, "summit": 1}
+EXPECTED = {
+    "all": 1,
+    "streams": 2,
+    "lead": 1,
+    "to": 1,
+    "kafka": 3,
+    "hello": 1,
+    "join": 1,
+    "summit": 1,
+}
 
 
 def test_wordcount_gives_kafka_streams_counts(kafka_broker, spark, topic_name, app_config):

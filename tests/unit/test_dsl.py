@@ -44,8 +44,14 @@ Topologies:
 
 def wordcount_builder():
     builder = StreamsBuilder()
-    lines = builder.stream("streams-plaintext-input", key_serde=Serdes.string(), value_serde=Serdes.string())
-    counts = lines.flat_map_values(lambda v: v.lower().split()).group_by(lambda k, w: w).count(name="counts-store")
+    lines = builder.stream(
+        "streams-plaintext-input", key_serde=Serdes.string(), value_serde=Serdes.string()
+    )
+    counts = (
+        lines.flat_map_values(lambda v: v.lower().split())
+        .group_by(lambda k, w: w)
+        .count(name="counts-store")
+    )
     counts.to_stream().to("streams-wordcount-output", value_serde=Serdes.long())
     return builder
 
@@ -64,7 +70,15 @@ def test_names_are_deterministic():
 def test_group_by_inserts_repartition_and_aggregate():
     nodes = wordcount_builder().build().graph.nodes
     kinds = [type(n).__name__ for n in nodes]
-    assert kinds == ["SourceNode", "RecordOpNode", "RecordOpNode", "RepartitionNode", "AggregateNode", "RecordOpNode", "SinkNode"]
+    assert kinds == [
+        "SourceNode",
+        "RecordOpNode",
+        "RecordOpNode",
+        "RepartitionNode",
+        "AggregateNode",
+        "RecordOpNode",
+        "SinkNode",
+    ]
     rep = next(n for n in nodes if isinstance(n, RepartitionNode))
     assert rep.topic_name == "counts-store-repartition"
     agg = next(n for n in nodes if isinstance(n, AggregateNode))
@@ -95,13 +109,16 @@ def test_sugar_is_expressed_through_core_nodes():
 def test_split_routes_to_first_matching_branch():
     b = StreamsBuilder()
     branches = (
-        b.stream("in").split(name="s-")
+        b.stream("in")
+        .split(name="s-")
         .branch(lambda k, v: v > 10, name="big")
         .branch(lambda k, v: v > 5, name="mid")
         .default_branch(name="small")
     )
     assert set(branches) == {"s-big", "s-mid", "s-small"}
-    preds = {name: b._graph.nodes()[-3 + i].fn for i, name in enumerate(["s-big", "s-mid", "s-small"])}
+    preds = {
+        name: b._graph.nodes()[-3 + i].fn for i, name in enumerate(["s-big", "s-mid", "s-small"])
+    }
     assert [preds["s-big"](None, v) for v in (11, 7, 1)] == [True, False, False]
     assert [preds["s-mid"](None, v) for v in (11, 7, 1)] == [False, True, False]
     assert [preds["s-small"](None, v) for v in (11, 7, 1)] == [False, False, True]
@@ -110,11 +127,20 @@ def test_split_routes_to_first_matching_branch():
 @pytest.mark.parametrize(
     "build, message",
     [
-        (lambda s: s.filter(5), r"KStream.filter expects a callable taking \(key, value\); got int 5"),
-        (lambda s: s.map_values(lambda k, v: v), r"KStream.map_values expects a callable taking \(value\), i.e. 1 positional"),
+        (
+            lambda s: s.filter(5),
+            r"KStream.filter expects a callable taking \(key, value\); got int 5",
+        ),
+        (
+            lambda s: s.map_values(lambda k, v: v),
+            r"KStream.map_values expects a callable taking \(value\), i.e. 1 positional",
+        ),
         (lambda s: s.map(lambda v: v), r"KStream.map expects a callable taking \(key, value\)"),
         (lambda s: s.to("bad topic!"), r"KStream.to: 'bad topic!' is not a legal Kafka topic name"),
-        (lambda s: s.group_by_key().aggregate(dict, lambda k, v: v), r"KGroupedStream.aggregate expects a callable taking \(key, value, aggregate\)"),
+        (
+            lambda s: s.group_by_key().aggregate(dict, lambda k, v: v),
+            r"KGroupedStream.aggregate expects a callable taking \(key, value, aggregate\)",
+        ),
         (lambda s: s.group_by_key().count(name="x y"), r"Illegal store name 'x y'"),
         (lambda s: s.repartition(num_partitions=0), r"num_partitions must be positive; got 0"),
     ],
@@ -142,9 +168,20 @@ def test_build_without_output_is_refused():
 @pytest.mark.parametrize(
     "make, message",
     [
-        (lambda: TimeWindows.of_size_with_no_grace(timedelta(0)), "size must be positive; got 0 ms"),
-        (lambda: TimeWindows.of_size_and_grace(timedelta(seconds=1), timedelta(seconds=-1)), "grace must not be negative"),
-        (lambda: TimeWindows.of_size_with_no_grace(timedelta(seconds=1)).advance_by(timedelta(seconds=2)), "advance must be positive and at most the window size"),
+        (
+            lambda: TimeWindows.of_size_with_no_grace(timedelta(0)),
+            "size must be positive; got 0 ms",
+        ),
+        (
+            lambda: TimeWindows.of_size_and_grace(timedelta(seconds=1), timedelta(seconds=-1)),
+            "grace must not be negative",
+        ),
+        (
+            lambda: TimeWindows.of_size_with_no_grace(timedelta(seconds=1)).advance_by(
+                timedelta(seconds=2)
+            ),
+            "advance must be positive and at most the window size",
+        ),
         (lambda: TimeWindows.of_size_with_no_grace("1h"), "must be a datetime.timedelta"),
     ],
 )

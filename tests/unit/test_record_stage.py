@@ -45,7 +45,10 @@ def test_chain_applies_ops_in_order_and_keeps_coordinates():
             op(RecordOpKind.FILTER, lambda k, v: v != "b"),
             op(RecordOpKind.MAP, lambda k, v: (v, len(v))),
         ),
-        in_key=STR, in_value=STR, out_key=STR, out_value=PickleCodec(),
+        in_key=STR,
+        in_value=STR,
+        out_key=STR,
+        out_value=PickleCodec(),
     )
     out = run(stage, [(b"k", b"a b cc", 5, 0, 7)])
     assert [(r["key"], pickle.loads(r["value"]), r["ts"], r["offset"], r["seq"]) for r in out] == [
@@ -57,7 +60,10 @@ def test_chain_applies_ops_in_order_and_keeps_coordinates():
 def test_unchanged_columns_pass_through_as_raw_bytes():
     stage = RecordStage(
         ops=(op(RecordOpKind.FILTER, lambda k, v: v.startswith("x")),),
-        in_key=STR, in_value=STR, out_key=STR, out_value=STR,
+        in_key=STR,
+        in_value=STR,
+        out_key=STR,
+        out_value=STR,
     )
     out = run(stage, [(b"k1", b"xa", 1, 0, 0), (b"k2", b"ya", 2, 0, 1), (None, b"xb", 3, 1, 0)])
     assert [(r["key"], r["value"]) for r in out] == [(b"k1", b"xa"), (None, b"xb")]
@@ -67,7 +73,10 @@ def test_peek_sees_every_record_and_passes_it_on():
     seen = []
     stage = RecordStage(
         ops=(op(RecordOpKind.PEEK, lambda k, v: seen.append((k, v))),),
-        in_key=STR, in_value=STR, out_key=STR, out_value=STR,
+        in_key=STR,
+        in_value=STR,
+        out_key=STR,
+        out_value=STR,
     )
     assert len(run(stage, [(b"a", b"1", 0, 0, 0), (b"b", None, 0, 0, 1)])) == 2
     assert seen == [("a", "1"), ("b", None)]
@@ -76,19 +85,28 @@ def test_peek_sees_every_record_and_passes_it_on():
 def test_undeserializable_record_fails_naming_topic_partition_offset():
     stage = RecordStage(
         ops=(op(RecordOpKind.MAP_VALUES, lambda v: v + 1),),
-        in_key=STR, in_value=SerdeCodec(Serdes.long()), out_key=STR, out_value=PickleCodec(),
+        in_key=STR,
+        in_value=SerdeCodec(Serdes.long()),
+        out_key=STR,
+        out_value=PickleCodec(),
         source_errors="fail",
     )
     good = (1).to_bytes(8, "big")
-    with pytest.raises(DeserializationError, match=r"topic 'in' partition 2 offset 41: .*LongDeserializer"):
+    with pytest.raises(
+        DeserializationError, match=r"topic 'in' partition 2 offset 41: .*LongDeserializer"
+    ):
         run(stage, [(b"k", good, 0, 2, 40), (b"k", b"bad", 0, 2, 41)])
 
 
 def test_log_and_continue_skips_and_marks_the_bad_record():
     stage = RecordStage(
         ops=(op(RecordOpKind.MAP_VALUES, lambda v: v + 1),),
-        in_key=STR, in_value=SerdeCodec(Serdes.long()), out_key=STR, out_value=SerdeCodec(Serdes.long()),
-        source_errors="continue", emit_dropped=True,
+        in_key=STR,
+        in_value=SerdeCodec(Serdes.long()),
+        out_key=STR,
+        out_value=SerdeCodec(Serdes.long()),
+        source_errors="continue",
+        emit_dropped=True,
     )
     out = run(stage, [(b"k", (1).to_bytes(8, "big"), 0, 0, 0), (b"k", b"bad", 0, 0, 1)])
     kept = [r for r in out if r["dropped"] is None]
@@ -100,7 +118,10 @@ def test_log_and_continue_skips_and_marks_the_bad_record():
 def test_user_exception_names_the_operator():
     stage = RecordStage(
         ops=(op(RecordOpKind.MAP_VALUES, lambda v: 1 / 0),),
-        in_key=STR, in_value=STR, out_key=STR, out_value=PickleCodec(),
+        in_key=STR,
+        in_value=STR,
+        out_key=STR,
+        out_value=PickleCodec(),
     )
     with pytest.raises(StreamsError, match=r"ZeroDivisionError.*in operator 'node-map_values'"):
         run(stage, [(b"k", b"v", 0, 0, 0)])
@@ -108,8 +129,13 @@ def test_user_exception_names_the_operator():
 
 def test_custom_partitioner_fills_sink_partition():
     stage = RecordStage(
-        ops=(), in_key=STR, in_value=STR, out_key=STR, out_value=STR,
-        partitioner=lambda k, v, n: len(v) % n, num_partitions=3,
+        ops=(),
+        in_key=STR,
+        in_value=STR,
+        out_key=STR,
+        out_value=STR,
+        partitioner=lambda k, v, n: len(v) % n,
+        num_partitions=3,
     )
     out = run(stage, [(b"a", b"xxxx", 0, 0, 0), (b"b", b"xx", 0, 0, 1)])
     assert [r["sink_partition"] for r in out] == [1, 2]

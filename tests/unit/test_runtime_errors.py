@@ -18,27 +18,49 @@ def topology(window_name="counts"):
 
 
 def test_unknown_config_key_is_named_with_a_suggestion():
-    with pytest.raises(ConfigError, match=r"Unknown config key 'bootstrap.server'\. Did you mean 'bootstrap.servers'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"Unknown config key 'bootstrap.server'\. Did you mean 'bootstrap.servers'",
+    ):
         KafkaStreams(topology(), {"application.id": "a", "bootstrap.server": "localhost:9092"})
 
 
 def test_ill_typed_config_value_is_named():
     with pytest.raises(ConfigError, match=r"commit.interval.ms"):
-        KafkaStreams(topology(), {"application.id": "a", "bootstrap.servers": "x:1", "commit.interval.ms": "soon"})
+        KafkaStreams(
+            topology(),
+            {"application.id": "a", "bootstrap.servers": "x:1", "commit.interval.ms": "soon"},
+        )
 
 
 def test_exactly_once_is_refused_for_now():
-    with pytest.raises(ConfigError, match=r"processing.guarantee='exactly_once_v2' is not supported"):
-        KafkaStreams(topology(), {"application.id": "a", "bootstrap.servers": "x:1", "processing.guarantee": "exactly_once_v2"})
+    with pytest.raises(
+        ConfigError, match=r"processing.guarantee='exactly_once_v2' is not supported"
+    ):
+        KafkaStreams(
+            topology(),
+            {
+                "application.id": "a",
+                "bootstrap.servers": "x:1",
+                "processing.guarantee": "exactly_once_v2",
+            },
+        )
 
 
 def test_unreachable_broker_errors_within_the_timeout(tmp_path):
     app = KafkaStreams(
         topology(),
-        {"application.id": "a", "bootstrap.servers": "127.0.0.1:1", "request.timeout.ms": 2000, "state.dir": str(tmp_path)},
+        {
+            "application.id": "a",
+            "bootstrap.servers": "127.0.0.1:1",
+            "request.timeout.ms": 2000,
+            "state.dir": str(tmp_path),
+        },
     )
     t0 = time.monotonic()
-    with pytest.raises(BrokerUnreachableError, match=r"No Kafka broker answered at bootstrap.servers='127.0.0.1:1'"):
+    with pytest.raises(
+        BrokerUnreachableError, match=r"No Kafka broker answered at bootstrap.servers='127.0.0.1:1'"
+    ):
         app.start()
     assert time.monotonic() - t0 < 15
 
@@ -46,5 +68,8 @@ def test_unreachable_broker_errors_within_the_timeout(tmp_path):
 def test_incompatible_restart_names_the_change(tmp_path):
     check_fingerprint(tmp_path, topology("counts"), "app")
     check_fingerprint(tmp_path, topology("counts"), "app")  # same topology: fine
-    with pytest.raises(TopologyError, match=r"not compatible with its checkpoint.*counts.*renamed|not compatible with its checkpoint.*'store': 'counts'.*'store': 'renamed'.*streamtable reset --application-id app"):
+    with pytest.raises(
+        TopologyError,
+        match=r"not compatible with its checkpoint.*counts.*renamed|not compatible with its checkpoint.*'store': 'counts'.*'store': 'renamed'.*streamtable reset --application-id app",
+    ):
         check_fingerprint(tmp_path, topology("renamed"), "app")

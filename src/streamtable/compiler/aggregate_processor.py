@@ -60,7 +60,10 @@ class AggregateProcessor(StatefulProcessor):
         self.state = handle.getValueState("aggregate", _STATE_DDL)
 
     def handleInputRows(  # noqa: D102, N802
-        self, key: Any, rows: Iterator[Row], timerValues: TimerValues  # noqa: N803
+        self,
+        key: Any,
+        rows: Iterator[Row],
+        timerValues: TimerValues,  # noqa: N803
     ) -> Iterator[Row]:
         spec = self.spec
         group_key: bytes = key[0]
@@ -109,7 +112,10 @@ class AggregateProcessor(StatefulProcessor):
         yield Row(key=group_key, value=blob, ts=ts, dropped=0)
 
     def handleExpiredTimer(  # noqa: D102, N802
-        self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo  # noqa: N803
+        self,
+        key: Any,
+        timerValues: TimerValues,
+        expiredTimerInfo: ExpiredTimerInfo,  # noqa: N803
     ) -> Iterator[Row]:
         self.state.clear()
         return iter(())

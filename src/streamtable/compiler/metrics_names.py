@@ -1,4 +1,4 @@
-"""Names shared by the compiler (which registers observed metrics) and the runtime (which reads them)."""
+"""Names shared by the compiler (registers observed metrics) and the runtime (reads them)."""
 
 #: Prefix of every observed-metric name streamtable registers.
 METRIC_PREFIX = "streamtable_dropped"

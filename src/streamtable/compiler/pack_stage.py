@@ -75,6 +75,8 @@ class PackStage:
         names = ["key", "value", "ts"]
         if w is not None:
             # microseconds for Spark's timestamp type
-            cols.append(pa.array([max(r[1] for r in p) * 1000 for p in packs], pa.timestamp("us", tz="UTC")))
+            cols.append(
+                pa.array([max(r[1] for r in p) * 1000 for p in packs], pa.timestamp("us", tz="UTC"))
+            )
             names.append("event_time")
         return pa.RecordBatch.from_arrays(cols, names=names)

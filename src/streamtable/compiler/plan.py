@@ -78,7 +78,9 @@ class Lowerer:
         ctx.uses_native_state = False
         self.nodes = ctx.graph.by_name
 
-    def lower(self, name: str, want_key: Codec | None = None, want_value: Codec | None = None) -> Frame:
+    def lower(
+        self, name: str, want_key: Codec | None = None, want_value: Codec | None = None
+    ) -> Frame:
         """The frame of node ``name``, encoded as wanted where that costs nothing extra."""
         node = self.nodes[name]
         if isinstance(node, SourceNode):
@@ -136,7 +138,9 @@ class Lowerer:
             else:
                 frame = convert(self.ctx, frame, key, value)
         mode = "update" if frame.stateful else "append"
-        return QueryPlan(node.name, sink_frame(node, frame, key, value), "kafka", mode, self._encoding())
+        return QueryPlan(
+            node.name, sink_frame(node, frame, key, value), "kafka", mode, self._encoding()
+        )
 
     def foreach(self, node: RecordOpNode) -> QueryPlan:
         """The query running a terminal ``foreach``."""

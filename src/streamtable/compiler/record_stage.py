@@ -144,7 +144,11 @@ class RecordStage:
         n = len(raw_k)
         dropped: dict[int, str] = {}
 
-        keys = self._decode(self.in_key, raw_k, "key", topic, part, off, dropped) if needs_key else raw_k
+        keys = (
+            self._decode(self.in_key, raw_k, "key", topic, part, off, dropped)
+            if needs_key
+            else raw_k
+        )
         values = (
             self._decode(self.in_value, raw_v, "value", topic, part, off, dropped)
             if needs_value
@@ -158,8 +162,16 @@ class RecordStage:
 
         if self.timestamp_extractor is not None:
             extract = self.timestamp_extractor
-            ts = self._guard(None, lambda: [extract(k, v, t) for k, v, t in zip(K, V, ts, strict=True)],
-                             K, V, origin, topic, part, off)
+            ts = self._guard(
+                None,
+                lambda: [extract(k, v, t) for k, v, t in zip(K, V, ts, strict=True)],
+                K,
+                V,
+                origin,
+                topic,
+                part,
+                off,
+            )
             bad = [j for j, t in enumerate(ts) if not isinstance(t, int) or t < 0]
             if bad:
                 badset = set(bad)
@@ -179,9 +191,11 @@ class RecordStage:
             out_v = self._encode(self.out_value, V, "value")
         else:
             out_v = [raw_v[i] for i in origin]
-        out_seq = [seq_in[i] for i in origin] if sub is None else [
-            seq_in[i] * 1024 + s for i, s in zip(origin, sub, strict=True)
-        ]
+        out_seq = (
+            [seq_in[i] for i in origin]
+            if sub is None
+            else [seq_in[i] * 1024 + s for i, s in zip(origin, sub, strict=True)]
+        )
         cols: list[Any] = [
             out_k,
             out_v,
@@ -198,7 +212,9 @@ class RecordStage:
             cols.append([None] * len(origin) + list(dropped.values()))
         if self.partitioner is not None:
             cols.append(self._partitions(K, V) + [None] * (len(cols[0]) - len(K)))
-        return pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, schema, strict=True)], schema=schema)
+        return pa.RecordBatch.from_arrays(
+            [pa.array(c, type=f.type) for c, f in zip(cols, schema, strict=True)], schema=schema
+        )
 
     def _decode(
         self,

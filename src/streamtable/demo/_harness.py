@@ -1,4 +1,4 @@
-"""Shared plumbing of the demos: a broker (embedded or given), topics, running an app, reading output."""
+"""Shared plumbing of the demos: a broker (embedded or given), topics, reading output."""
 
 from __future__ import annotations
 
@@ -26,7 +26,9 @@ def kafka_cluster(bootstrap_servers: str | None) -> Iterator[str]:
         yield kafka.bootstrap_servers
 
 
-def ensure_topics(bootstrap_servers: str, topics: dict[str, int], *, recreate: bool = False) -> None:
+def ensure_topics(
+    bootstrap_servers: str, topics: dict[str, int], *, recreate: bool = False
+) -> None:
     """Create the ``{topic: partitions}`` that do not exist (delete them first if ``recreate``).
 
     Topics are created with ``retention.ms=-1``: demo data carries historical timestamps.
@@ -38,7 +40,10 @@ def ensure_topics(bootstrap_servers: str, topics: dict[str, int], *, recreate: b
         if doomed:
             for fut in admin.delete_topics(doomed, operation_timeout=30).values():
                 fut.result()
-            _wait(lambda: not set(doomed) & set(admin.list_topics(timeout=30).topics), "topic deletion")
+            _wait(
+                lambda: not set(doomed) & set(admin.list_topics(timeout=30).topics),
+                "topic deletion",
+            )
             existing -= set(doomed)
     # Record timestamps of replayed data (e.g. flights of 2013) are years old: with the default
     # time-based retention (7 days, judged by record timestamps) the broker would delete them
@@ -70,7 +75,9 @@ def _wait(condition: Any, what: str, timeout_s: float = 60.0) -> None:
         time.sleep(0.1)
 
 
-def read_topic(bootstrap_servers: str, topic: str, *, timeout: timedelta = timedelta(seconds=60)) -> list[tuple[bytes | None, bytes | None, int]]:
+def read_topic(
+    bootstrap_servers: str, topic: str, *, timeout: timedelta = timedelta(seconds=60)
+) -> list[tuple[bytes | None, bytes | None, int]]:
     """Every record of ``topic`` from the beginning to its current end: ``(key, value, ts)``."""
     import time
     import uuid
@@ -87,14 +94,19 @@ def read_topic(bootstrap_servers: str, topic: str, *, timeout: timedelta = timed
     try:
         md = consumer.list_topics(topic, timeout=30)
         parts = list(md.topics[topic].partitions)
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in parts}
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+            for p in parts
+        }
         remaining = {p for p, end in ends.items() if end > 0}
         consumer.assign([TopicPartition(topic, p, 0) for p in parts])
         out: list[tuple[bytes | None, bytes | None, int]] = []
         deadline = time.monotonic() + timeout.total_seconds()
         while remaining:
             if time.monotonic() > deadline:
-                raise StreamtableError(f"Timed out reading {topic}: partitions {sorted(remaining)} unfinished.")
+                raise StreamtableError(
+                    f"Timed out reading {topic}: partitions {sorted(remaining)} unfinished."
+                )
             for msg in consumer.consume(num_messages=10000, timeout=0.5):
                 if msg.error():
                     continue
@@ -106,7 +118,9 @@ def read_topic(bootstrap_servers: str, topic: str, *, timeout: timedelta = timed
         consumer.close()
 
 
-def demo_config(app_id: str, bootstrap_servers: str, state_dir: str | None, **extra: Any) -> dict[str, Any]:
+def demo_config(
+    app_id: str, bootstrap_servers: str, state_dir: str | None, **extra: Any
+) -> dict[str, Any]:
     """A config for a demo application with a fresh state folder unless one is given."""
     return {
         "application.id": app_id,

@@ -24,7 +24,14 @@ PARTITIONS = 3
 
 def new_hour() -> dict[str, int]:
     """The aggregate of an hour with no flights yet."""
-    return {"scheduled": 0, "departed": 0, "cancelled": 0, "delayed_15": 0, "delay_sum": 0, "delay_n": 0}
+    return {
+        "scheduled": 0,
+        "departed": 0,
+        "cancelled": 0,
+        "delayed_15": 0,
+        "delay_sum": 0,
+        "delay_n": 0,
+    }
 
 
 def add_flight(origin: str, flight: dict[str, Any], hour: dict[str, int]) -> dict[str, int]:
@@ -62,19 +69,27 @@ def hourly_record(window: Windowed, hour: dict[str, int]) -> tuple[str, dict[str
 
 
 def build_topology(input_topic: str = INPUT_TOPIC, output_topic: str = OUTPUT_TOPIC) -> Topology:
-    """flights → group by origin → 1-hour tumbling windows (1 day grace) → aggregate → topic."""
+    """Flights → group by origin → 1-hour tumbling windows (1 day grace) → aggregate → topic."""
     builder = StreamsBuilder()
     flights = builder.stream(input_topic, key_serde=Serdes.string(), value_serde=Serdes.json())
     hourly = (
-        flights.group_by(lambda _key, flight: flight["origin"], key_serde=Serdes.string(), name="flights-by-origin")
+        flights.group_by(
+            lambda _key, flight: flight["origin"],
+            key_serde=Serdes.string(),
+            name="flights-by-origin",
+        )
         .windowed_by(TimeWindows.of_size_and_grace(timedelta(hours=1), timedelta(days=1)))
         .aggregate(new_hour, add_flight, name="flights-hourly-store")
     )
-    hourly.to_stream().map(hourly_record).to(output_topic, key_serde=Serdes.string(), value_serde=Serdes.json())
+    hourly.to_stream().map(hourly_record).to(
+        output_topic, key_serde=Serdes.string(), value_serde=Serdes.json()
+    )
     return builder.build()
 
 
-def latest_per_window(records: list[tuple[bytes | None, bytes | None, int]]) -> dict[tuple[str, str], dict[str, Any]]:
+def latest_per_window(
+    records: list[tuple[bytes | None, bytes | None, int]],
+) -> dict[tuple[str, str], dict[str, Any]]:
     """The last output value per (origin, window_start): the final table."""
     final: dict[tuple[str, str], dict[str, Any]] = {}
     for _k, v, _ts in records:
@@ -85,8 +100,13 @@ def latest_per_window(records: list[tuple[bytes | None, bytes | None, int]]) -> 
     return final
 
 
-def run(bootstrap_servers: str | None = None, *, state_dir: str | None = None, month: int | None = None,
-        echo: Any = print) -> dict[str, Any]:
+def run(
+    bootstrap_servers: str | None = None,
+    *,
+    state_dir: str | None = None,
+    month: int | None = None,
+    echo: Any = print,
+) -> dict[str, Any]:
     """Load the flights, run the job until caught up, print the ten worst hours and the figures.
 
     Parameters
@@ -115,7 +135,9 @@ def run(bootstrap_servers: str | None = None, *, state_dir: str | None = None, m
         ensure_topics(bootstrap, {INPUT_TOPIC: PARTITIONS, OUTPUT_TOPIC: PARTITIONS}, recreate=True)
         produce_records(bootstrap, INPUT_TOPIC, records)
         echo(f"produced {len(records):,} flights to '{INPUT_TOPIC}'")
-        app = KafkaStreams(build_topology(), demo_config("streamtable-demo-flights", bootstrap, state_dir))
+        app = KafkaStreams(
+            build_topology(), demo_config("streamtable-demo-flights", bootstrap, state_dir)
+        )
         t1 = time.monotonic()
         app.start()
         try:
@@ -131,10 +153,15 @@ def run(bootstrap_servers: str | None = None, *, state_dir: str | None = None, m
         key=lambda r: -r["avg_dep_delay_min"],
     )[:10]
     echo("\nTen worst hours (mean departure delay, hours with at least 5 departures):")
-    echo(f"{'origin':<7}{'hour (UTC)':<22}{'flights':>8}{'delayed>15':>11}{'cancelled':>10}{'avg delay':>11}")
+    echo(
+        f"{'origin':<7}{'hour (UTC)':<22}{'flights':>8}{'delayed>15':>11}"
+        f"{'cancelled':>10}{'avg delay':>11}"
+    )
     for r in worst:
-        echo(f"{r['origin']:<7}{r['window_start']:<22}{r['scheduled']:>8}{r['delayed_15']:>11}"
-             f"{r['cancelled']:>10}{r['avg_dep_delay_min']:>10.1f}m")
+        echo(
+            f"{r['origin']:<7}{r['window_start']:<22}{r['scheduled']:>8}{r['delayed_15']:>11}"
+            f"{r['cancelled']:>10}{r['avg_dep_delay_min']:>10.1f}m"
+        )
     figures = {
         "events": len(records),
         "output_records": len(out),

@@ -1,4 +1,4 @@
-"""WordCount, Kafka Streams' canonical example (``WordCountDemo``), on streamtable.
+r"""WordCount, Kafka Streams' canonical example (``WordCountDemo``), on streamtable.
 
 ``streams-plaintext-input`` (String lines) → lower-case and split on non-word characters with
 Java's ``String.split("\\W+")`` semantics → group by word → count →
@@ -43,8 +43,14 @@ def final_counts(records: Iterable[tuple[bytes | None, bytes | None, int]]) -> d
     return out
 
 
-def run(lines: list[str], bootstrap_servers: str | None = None, *, state_dir: str | None = None,
-        echo: Any = print, top: int = 10) -> dict[str, Any]:
+def run(
+    lines: list[str],
+    bootstrap_servers: str | None = None,
+    *,
+    state_dir: str | None = None,
+    echo: Any = print,
+    top: int = 10,
+) -> dict[str, Any]:
     """Produce ``lines``, count the words until caught up, print the top words and the figures."""
     from streamtable.demo._harness import demo_config, ensure_topics, kafka_cluster, read_topic
     from streamtable.demo.flights_data import produce_records
@@ -52,8 +58,12 @@ def run(lines: list[str], bootstrap_servers: str | None = None, *, state_dir: st
     t0 = time.monotonic()
     with kafka_cluster(bootstrap_servers) as bootstrap:
         ensure_topics(bootstrap, {INPUT_TOPIC: 2, OUTPUT_TOPIC: 2}, recreate=True)
-        produce_records(bootstrap, INPUT_TOPIC, [(None, line.encode("utf-8"), None) for line in lines])
-        app = KafkaStreams(build_topology(), demo_config("streamtable-demo-wordcount", bootstrap, state_dir))
+        produce_records(
+            bootstrap, INPUT_TOPIC, [(None, line.encode("utf-8"), None) for line in lines]
+        )
+        app = KafkaStreams(
+            build_topology(), demo_config("streamtable-demo-wordcount", bootstrap, state_dir)
+        )
         t1 = time.monotonic()
         app.start()
         try:

@@ -73,7 +73,9 @@ class _Aggregations:
         The first value of a key is its initial aggregate. Null keys and values are skipped.
         """
         check_callable(reducer, f"{self._kind}.reduce", "aggregate, value", 2)
-        return self._aggregate(Aggregation(_reduce_init, _ReduceAggregator(reducer)), name, "REDUCE")
+        return self._aggregate(
+            Aggregation(_reduce_init, _ReduceAggregator(reducer)), name, "REDUCE"
+        )
 
     def aggregate(
         self,

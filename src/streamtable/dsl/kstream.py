@@ -107,7 +107,9 @@ class KStream:
         check_callable(predicate, "KStream.filter_not", "key, value", 2)
         return self._op(RecordOpKind.FILTER, _Negate(predicate), "FILTER", name)
 
-    def map(self, mapper: Callable[[Any, Any], tuple[Any, Any]], name: str | None = None) -> KStream:
+    def map(
+        self, mapper: Callable[[Any, Any], tuple[Any, Any]], name: str | None = None
+    ) -> KStream:
         """Replace each record by ``mapper(key, value) -> (new_key, new_value)``.
 
         Marks the stream for repartitioning: a later ``group_by_key`` shuffles by the new key.
@@ -175,7 +177,9 @@ class KStream:
         if not isinstance(other, KStream):
             raise TopologyError(f"KStream.merge expects a KStream; got {type(other).__name__}.")
         if other._graph is not self._graph:
-            raise TopologyError("KStream.merge: both streams must come from the same StreamsBuilder.")
+            raise TopologyError(
+                "KStream.merge: both streams must come from the same StreamsBuilder."
+            )
         node_name = self._graph.names.processor("KSTREAM", "MERGE", name)
         self._graph.add(MergeNode(node_name, (self._node_name, other._node_name)))
         same = self._key_serde == other._key_serde
@@ -331,7 +335,9 @@ class BranchedKStream:
         self._predicates: list[Callable[[Any, Any], bool]] = []
         self._branches: dict[str, KStream] = {}
 
-    def branch(self, predicate: Callable[[Any, Any], bool], name: str | None = None) -> BranchedKStream:
+    def branch(
+        self, predicate: Callable[[Any, Any], bool], name: str | None = None
+    ) -> BranchedKStream:
         """Add a branch taking the records that match ``predicate`` and no earlier branch."""
         check_callable(predicate, "BranchedKStream.branch", "key, value", 2)
         earlier = tuple(self._predicates)
@@ -389,7 +395,9 @@ class _AnyOf:
 
 
 class _FirstMatch:
-    def __init__(self, earlier: tuple[Callable[[Any, Any], bool], ...], predicate: Callable[[Any, Any], bool]) -> None:
+    def __init__(
+        self, earlier: tuple[Callable[[Any, Any], bool], ...], predicate: Callable[[Any, Any], bool]
+    ) -> None:
         self.earlier = earlier
         self.predicate = predicate
 

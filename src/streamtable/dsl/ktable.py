@@ -52,7 +52,9 @@ class KTable:
 
     def _op(self, kind: RecordOpKind, fn: Callable[..., Any], label: str, name: str | None) -> str:
         node_name = self._graph.names.processor("KTABLE", label, name)
-        self._graph.add(RecordOpNode(node_name, (self._node_name,), kind=kind, fn=fn, op_label=label))
+        self._graph.add(
+            RecordOpNode(node_name, (self._node_name,), kind=kind, fn=fn, op_label=label)
+        )
         return node_name
 
     def filter(self, predicate: Callable[[Any, Any], bool], name: str | None = None) -> KTable:

@@ -36,9 +36,7 @@ def check_fingerprint(checkpoint_dir: Path, topology: Topology, application_id: 
         if stored.get("sources") != current["sources"]:
             changes.append(f"source topics {stored.get('sources')} -> {current['sources']}")
         if stored.get("stateful") != current["stateful"]:
-            changes.append(
-                f"stateful operators {stored.get('stateful')} -> {current['stateful']}"
-            )
+            changes.append(f"stateful operators {stored.get('stateful')} -> {current['stateful']}")
         raise TopologyError(
             f"The topology of application {application_id!r} is not compatible with its "
             f"checkpoint in {checkpoint_dir}: {'; '.join(changes) or 'fingerprint differs'}. "

@@ -15,11 +15,18 @@ class KafkaAdmin:
     """A small facade over ``confluent_kafka.admin.AdminClient`` with streamtable's errors."""
 
     def __init__(
-        self, bootstrap_servers: str, *, timeout_ms: int = 30000, config: Mapping[str, Any] | None = None
+        self,
+        bootstrap_servers: str,
+        *,
+        timeout_ms: int = 30000,
+        config: Mapping[str, Any] | None = None,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.timeout_s = timeout_ms / 1000.0
-        conf = {"bootstrap.servers": bootstrap_servers, "socket.connection.setup.timeout.ms": timeout_ms}
+        conf = {
+            "bootstrap.servers": bootstrap_servers,
+            "socket.connection.setup.timeout.ms": timeout_ms,
+        }
         conf.update(config or {})
         self._admin = AdminClient(conf)
 
@@ -80,5 +87,7 @@ class KafkaAdmin:
             try:
                 out[(tp.topic, tp.partition)] = fut.result().offset
             except KafkaException as e:
-                raise StreamtableError(f"Could not read the end offset of {tp.topic}-{tp.partition}: {e}") from None
+                raise StreamtableError(
+                    f"Could not read the end offset of {tp.topic}-{tp.partition}: {e}"
+                ) from None
         return out

@@ -110,7 +110,9 @@ class KafkaStreams:
         with self._lock:
             if new not in _TRANSITIONS[self._state]:
                 raise IllegalStateError(f"Cannot go from state {self._state.value} to {new.value}.")
-            log.info("[%s] state %s -> %s", self.config.application_id, self._state.value, new.value)
+            log.info(
+                "[%s] state %s -> %s", self.config.application_id, self._state.value, new.value
+            )
             self._state = new
 
     def set_uncaught_exception_handler(self, handler: Callable[[BaseException], None]) -> None:
@@ -139,9 +141,13 @@ class KafkaStreams:
             If the topology cannot be compiled, or differs from the one of the checkpoint.
         """
         if self._state is not State.CREATED:
-            raise IllegalStateError(f"start() called in state {self._state.value}; it may be called once.")
+            raise IllegalStateError(
+                f"start() called in state {self._state.value}; it may be called once."
+            )
         cfg = self.config
-        admin = KafkaAdmin(cfg.bootstrap_servers, timeout_ms=cfg.request_timeout_ms, config=cfg.admin_config)
+        admin = KafkaAdmin(
+            cfg.bootstrap_servers, timeout_ms=cfg.request_timeout_ms, config=cfg.admin_config
+        )
         admin.require_topics(self.topology.source_topics, "Source")
         partitions = admin.require_topics(self.topology.sink_topics, "Sink")
         check_fingerprint(Path(cfg.checkpoint_dir), self.topology, cfg.application_id)
@@ -165,7 +171,9 @@ class KafkaStreams:
             raise
         self._transition(State.RUNNING)
         self._stop_monitor.clear()
-        self._monitor = threading.Thread(target=self._watch, name="streamtable-monitor", daemon=True)
+        self._monitor = threading.Thread(
+            target=self._watch, name="streamtable-monitor", daemon=True
+        )
         self._monitor.start()
 
     def _start_query(self, plan: Any) -> Any:
@@ -187,7 +195,9 @@ class KafkaStreams:
                 writer = writer.option(f"kafka.{k}", str(v))
         else:
             writer = writer.format("noop")
-        log.info("[%s] starting query %s (%s mode)", cfg.application_id, plan.name, plan.output_mode)
+        log.info(
+            "[%s] starting query %s (%s mode)", cfg.application_id, plan.name, plan.output_mode
+        )
         return writer.start()
 
     def _watch(self) -> None:
@@ -234,7 +244,10 @@ class KafkaStreams:
             try:
                 q.stop()
                 if deadline is not None:
-                    ok = ok and q.awaitTermination(max(0.0, deadline - time.monotonic())) is not False
+                    ok = (
+                        ok
+                        and q.awaitTermination(max(0.0, deadline - time.monotonic())) is not False
+                    )
             except Exception:  # a failed query raises again on stop/await
                 pass
         self._transition(State.NOT_RUNNING)
@@ -278,9 +291,13 @@ class KafkaStreams:
             If the application is not running.
         """
         if self._state is State.CREATED:
-            raise IllegalStateError("await_caught_up() needs a started application; call start() first.")
+            raise IllegalStateError(
+                "await_caught_up() needs a started application; call start() first."
+            )
         cfg = self.config
-        admin = KafkaAdmin(cfg.bootstrap_servers, timeout_ms=cfg.request_timeout_ms, config=cfg.admin_config)
+        admin = KafkaAdmin(
+            cfg.bootstrap_servers, timeout_ms=cfg.request_timeout_ms, config=cfg.admin_config
+        )
         targets = admin.end_offsets(self.topology.source_topics)
         deadline = time.monotonic() + timeout.total_seconds()
         while True:

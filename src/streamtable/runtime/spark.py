@@ -3,8 +3,8 @@
 Defaults suit a laptop (``local[2]``, UI off, few shuffle partitions) and follow the design's
 state choices from the first run: RocksDB state store with changelog checkpointing. (Avro state
 encoding, the only one that allows state schema evolution, is chosen per query by the runtime:
-Spark accepts it for ``transformWithState`` but not for its built-in aggregations.) Any ``spark.*`` key of the
-application config overrides them, e.g. ``spark.master`` for a cluster.
+Spark accepts it for ``transformWithState`` but not for its built-in aggregations.) Any
+``spark.*`` key of the application config overrides them, e.g. ``spark.master`` for a cluster.
 """
 
 from __future__ import annotations
@@ -45,7 +45,9 @@ _KAFKA_SOURCE = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 def _has_kafka(spark: SparkSession) -> bool:
     jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
     try:
-        jvm.java.lang.Class.forName(_KAFKA_SOURCE, False, jvm.Thread.currentThread().getContextClassLoader())
+        jvm.java.lang.Class.forName(
+            _KAFKA_SOURCE, False, jvm.Thread.currentThread().getContextClassLoader()
+        )
         return True
     except Exception:
         return "spark-sql-kafka" in spark.sparkContext.getConf().get("spark.jars", "")

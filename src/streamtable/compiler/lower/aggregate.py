@@ -1,5 +1,8 @@
-"""Lowering of ``AggregateNode``: Spark's own aggregation for ``count``, else a
-``transformWithState`` processor running the user's fold (see ``aggregate_processor``)."""
+"""Lowering of ``AggregateNode``.
+
+Spark's own aggregation for ``count``; otherwise a ``transformWithState`` processor running the
+user's fold (see ``aggregate_processor``), fed with packed records (see ``pack_stage``).
+"""
 
 from __future__ import annotations
 

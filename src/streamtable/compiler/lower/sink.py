@@ -19,7 +19,9 @@ from streamtable.topology.nodes import SinkNode
 CARRY_TIMESTAMPS = False
 
 
-def sink_codecs(ctx: CompileContext, node: SinkNode, key_hint: Codec, value_hint: Codec) -> tuple[Codec, Codec]:
+def sink_codecs(
+    ctx: CompileContext, node: SinkNode, key_hint: Codec, value_hint: Codec
+) -> tuple[Codec, Codec]:
     """The codecs the sink writes: its serdes, else the configured defaults, else the stream's.
 
     Raises
@@ -69,4 +71,3 @@ def native_long_ok(frame: Frame, value: Codec) -> bool:
     """A native count can be written as Kafka's Long without Python."""
     serde = value.serde()
     return frame.value_codec.native_long and serde is not None and serde.kind == "long"
-

