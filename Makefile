@@ -30,7 +30,7 @@ unit: install
 	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
 
 lint: install
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check .
 	$(BIN)/ruff format --check src tests
 
 bench: install

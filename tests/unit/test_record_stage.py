@@ -69,6 +69,15 @@ def test_unchanged_columns_pass_through_as_raw_bytes():
     assert [(r["key"], r["value"]) for r in out] == [(b"k1", b"xa"), (None, b"xb")]
 
 
+def test_select_key_keeps_the_value_bytes():
+    stage = RecordStage(
+        ops=(op(RecordOpKind.SELECT_KEY, lambda k, v: v["origin"]),),
+        in_key=STR, in_value=SerdeCodec(Serdes.json()), out_key=STR, out_value=SerdeCodec(Serdes.json()),
+    )
+    raw = b'{"origin":"JFK", "x": 1}'
+    assert [(r["key"], r["value"]) for r in run(stage, [(b"UA1", raw, 0, 0, 0)])] == [(b"JFK", raw)]
+
+
 def test_peek_sees_every_record_and_passes_it_on():
     seen = []
     stage = RecordStage(

@@ -29,8 +29,14 @@ DROPPED_DDL = ", dropped string"
 #: Extra column of a sink stage's output: the partition chosen by a custom partitioner.
 SINK_PARTITION_DDL = ", sink_partition int"
 
-_KEY_OPS = {RecordOpKind.FILTER, RecordOpKind.MAP, RecordOpKind.FLAT_MAP, RecordOpKind.PEEK}
-_KEY_CHANGING = {RecordOpKind.MAP, RecordOpKind.FLAT_MAP}
+_KEY_OPS = {
+    RecordOpKind.FILTER,
+    RecordOpKind.MAP,
+    RecordOpKind.SELECT_KEY,
+    RecordOpKind.FLAT_MAP,
+    RecordOpKind.PEEK,
+}
+_KEY_CHANGING = {RecordOpKind.MAP, RecordOpKind.SELECT_KEY, RecordOpKind.FLAT_MAP}
 _VALUE_CHANGING = {
     RecordOpKind.MAP,
     RecordOpKind.MAP_VALUES,
@@ -328,6 +334,8 @@ class RecordStage:
                 )
             if kind is RecordOpKind.MAP_VALUES:
                 return K, [fn(v) for v in V], ts, origin, sub
+            if kind is RecordOpKind.SELECT_KEY:
+                return [fn(k, v) for k, v in zip(K, V, strict=True)], V, ts, origin, sub
             if kind is RecordOpKind.MAP:
                 pairs = [fn(k, v) for k, v in zip(K, V, strict=True)]
                 return [p[0] for p in pairs], [p[1] for p in pairs], ts, origin, sub

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
 import time
 from datetime import timedelta
 from typing import Any
@@ -125,8 +126,12 @@ def run(
     """
     from streamtable.demo._harness import demo_config, ensure_topics, kafka_cluster, read_topic
     from streamtable.demo.flights_data import flight_records, load_flights, produce_records
+    from streamtable.runtime.spark import get_spark
 
     t0 = time.monotonic()
+    # Spark's JVM and Python workers start while the data is loaded and produced
+    warm_up = threading.Thread(target=get_spark, args=({},), name="spark-start", daemon=True)
+    warm_up.start()
     df = load_flights()
     if month is not None:
         df = df[df["month"] == month]

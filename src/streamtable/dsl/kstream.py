@@ -150,7 +150,7 @@ class KStream:
     def select_key(self, mapper: Callable[[Any, Any], Any], name: str | None = None) -> KStream:
         """Set each record's key to ``mapper(key, value)`` (``selectKey``); marks repartitioning."""
         check_callable(mapper, "KStream.select_key", "key, value", 2)
-        return self._op(RecordOpKind.MAP, _SelectKey(mapper), "KEY-SELECT", name, changes_key=True)
+        return self._op(RecordOpKind.SELECT_KEY, mapper, "KEY-SELECT", name, changes_key=True)
 
     def peek(self, action: Callable[[Any, Any], None], name: str | None = None) -> KStream:
         """Call ``action(key, value)`` for each record and pass the record on unchanged.
@@ -376,14 +376,6 @@ class _Negate:
 
     def __call__(self, key: Any, value: Any) -> bool:
         return not self.predicate(key, value)
-
-
-class _SelectKey:
-    def __init__(self, mapper: Callable[[Any, Any], Any]) -> None:
-        self.mapper = mapper
-
-    def __call__(self, key: Any, value: Any) -> tuple[Any, Any]:
-        return self.mapper(key, value), value
 
 
 class _AnyOf:

@@ -34,6 +34,7 @@ class RecordOpKind(str, Enum):
 
     FILTER = "filter"  #: ``fn(key, value) -> bool``; keep the record when true
     MAP = "map"  #: ``fn(key, value) -> (key, value)``
+    SELECT_KEY = "select_key"  #: ``fn(key, value) -> key``; the value is kept
     MAP_VALUES = "map_values"  #: ``fn(value) -> value``; the key is kept
     FLAT_MAP = "flat_map"  #: ``fn(key, value) -> iterable of (key, value)``
     FLAT_MAP_VALUES = "flat_map_values"  #: ``fn(value) -> iterable of values``; key kept

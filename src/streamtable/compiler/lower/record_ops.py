@@ -10,7 +10,7 @@ from streamtable.compiler.metrics import count_and_drop
 from streamtable.compiler.record_stage import RecordStage, StageOp
 from streamtable.topology.nodes import RecordOpKind, RecordOpNode
 
-_KEY_CHANGING = {RecordOpKind.MAP, RecordOpKind.FLAT_MAP}
+_KEY_CHANGING = {RecordOpKind.MAP, RecordOpKind.SELECT_KEY, RecordOpKind.FLAT_MAP}
 _VALUE_CHANGING = {
     RecordOpKind.MAP,
     RecordOpKind.MAP_VALUES,
