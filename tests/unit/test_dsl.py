@@ -101,7 +101,11 @@ def test_sugar_is_expressed_through_core_nodes():
     s = b.stream("in")
     s.filter_not(lambda k, v: v is None).select_key(lambda k, v: v).map_values(len).to("out")
     ops = [n for n in b.build().graph.nodes if isinstance(n, RecordOpNode)]
-    assert [n.kind for n in ops] == [RecordOpKind.FILTER, RecordOpKind.SELECT_KEY, RecordOpKind.MAP_VALUES]
+    assert [n.kind for n in ops] == [
+        RecordOpKind.FILTER,
+        RecordOpKind.SELECT_KEY,
+        RecordOpKind.MAP_VALUES,
+    ]
     assert ops[0].fn("k", None) is False and ops[0].fn("k", "v") is True
     assert ops[1].fn("k", "v") == "v"
 

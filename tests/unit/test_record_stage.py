@@ -72,7 +72,10 @@ def test_unchanged_columns_pass_through_as_raw_bytes():
 def test_select_key_keeps_the_value_bytes():
     stage = RecordStage(
         ops=(op(RecordOpKind.SELECT_KEY, lambda k, v: v["origin"]),),
-        in_key=STR, in_value=SerdeCodec(Serdes.json()), out_key=STR, out_value=SerdeCodec(Serdes.json()),
+        in_key=STR,
+        in_value=SerdeCodec(Serdes.json()),
+        out_key=STR,
+        out_value=SerdeCodec(Serdes.json()),
     )
     raw = b'{"origin":"JFK", "x": 1}'
     assert [(r["key"], r["value"]) for r in run(stage, [(b"UA1", raw, 0, 0, 0)])] == [(b"JFK", raw)]
