@@ -7,7 +7,27 @@ from typing import Any
 from streamtable.demo._harness import ensure_topics, read_topic
 from streamtable.demo.flights_data import produce_records
 
-__all__ = ["ensure_topics", "read_topic", "produce_records", "produce_values"]
+__all__ = ["ensure_topics", "read_topic", "produce_records", "produce_values", "frame_batch"]
+
+
+def frame_batch(rows: list[tuple[Any, ...]]) -> Any:
+    """An Arrow batch in frame columns from ``(key, value, ts[, partition, offset])`` rows."""
+    import pyarrow as pa
+
+    n = len(rows)
+    get = lambda i, default: [r[i] if len(r) > i else default(j) for j, r in enumerate(rows)]  # noqa: E731
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(get(0, None), pa.binary()),
+            pa.array(get(1, None), pa.binary()),
+            pa.array(get(2, None), pa.int64()),
+            pa.array(get(3, lambda j: 0), pa.int32()),
+            pa.array(get(4, lambda j: j), pa.int64()),
+            pa.array([0] * n, pa.int64()),
+            pa.array(["in"] * n, pa.string()),
+        ],
+        names=["key", "value", "ts", "partition", "offset", "seq", "topic"],
+    )
 
 
 def produce_values(

@@ -5,7 +5,6 @@ Tests under ``tests/integration`` are marked ``integration`` automatically; the 
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,20 +20,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
         elif "/tests/unit/" in path or "/src/" in path:
             item.add_marker(pytest.mark.unit)
-
-
-def wait_for(
-    condition: Callable[[], Any], *, timeout: float = 60.0, what: str = "condition"
-) -> Any:
-    """Poll ``condition`` until truthy; fail the test after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.1)  # polling interval of a condition wait, not a fixed wait
 
 
 @pytest.fixture(scope="session")

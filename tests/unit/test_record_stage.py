@@ -3,6 +3,7 @@ import pickle
 import pyarrow as pa
 import pytest
 
+from _support import frame_batch
 from streamtable.compiler.codecs import LongColumnCodec, PickleCodec, SerdeCodec, WindowedCodec
 from streamtable.compiler.record_stage import RecordStage, StageOp
 from streamtable.errors import DeserializationError, StreamsError
@@ -12,25 +13,8 @@ from streamtable.topology.nodes import RecordOpKind
 STR = SerdeCodec(Serdes.string())
 
 
-def batch(rows):
-    """rows: (key bytes, value bytes, ts, partition, offset)"""
-    cols = list(zip(*rows, strict=True))
-    return pa.RecordBatch.from_arrays(
-        [
-            pa.array(cols[0], pa.binary()),
-            pa.array(cols[1], pa.binary()),
-            pa.array(cols[2], pa.int64()),
-            pa.array(cols[3], pa.int32()),
-            pa.array(cols[4], pa.int64()),
-            pa.array([0] * len(rows), pa.int64()),
-            pa.array(["in"] * len(rows), pa.string()),
-        ],
-        names=["key", "value", "ts", "partition", "offset", "seq", "topic"],
-    )
-
-
 def run(stage, rows):
-    out = list(stage(iter([batch(rows)])))
+    out = list(stage(iter([frame_batch(rows)])))
     return pa.Table.from_batches(out).to_pylist() if out else []
 
 

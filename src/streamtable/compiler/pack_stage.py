@@ -24,6 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from streamtable.compiler.record_stage import frame_columns
 from streamtable.topology.nodes import TimeWindowSpec
 
 _START = struct.Struct(">q")
@@ -49,13 +50,7 @@ class PackStage:
                 yield self._pack(batch)
 
     def _pack(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        keys = batch.column(0).to_pylist()
-        values = batch.column(1).to_pylist()
-        ts = batch.column(2).to_pylist()
-        part = batch.column(3).to_pylist()
-        off = batch.column(4).to_pylist()
-        seq = batch.column(5).to_pylist()
-        topic = batch.column(6).to_pylist()
+        keys, values, ts, part, off, seq, topic = frame_columns(batch)
         groups: dict[bytes, list[tuple[Any, ...]]] = {}
         w = self.windows
         for i, k in enumerate(keys):

@@ -36,13 +36,18 @@ _KEY_OPS = {
     RecordOpKind.FLAT_MAP,
     RecordOpKind.PEEK,
 }
-_KEY_CHANGING = {RecordOpKind.MAP, RecordOpKind.SELECT_KEY, RecordOpKind.FLAT_MAP}
-_VALUE_CHANGING = {
+KEY_CHANGING = {RecordOpKind.MAP, RecordOpKind.SELECT_KEY, RecordOpKind.FLAT_MAP}
+VALUE_CHANGING = {
     RecordOpKind.MAP,
     RecordOpKind.MAP_VALUES,
     RecordOpKind.FLAT_MAP,
     RecordOpKind.FLAT_MAP_VALUES,
 }
+
+
+def frame_columns(batch: pa.RecordBatch) -> tuple[list[Any], ...]:
+    """The frame columns of an Arrow batch as Python lists, in :data:`FRAME_DDL` order."""
+    return tuple(batch.column(i).to_pylist() for i in range(7))
 
 
 @dataclass(frozen=True)
@@ -117,8 +122,8 @@ class RecordStage:
         kinds = {op.kind for op in self.ops}
         needs_key = bool(kinds & _KEY_OPS) or self.timestamp_extractor is not None
         needs_key = needs_key or self.partitioner is not None or self.in_key != self.out_key
-        key_changed = bool(kinds & _KEY_CHANGING)
-        value_changed = bool(kinds & _VALUE_CHANGING)
+        key_changed = bool(kinds & KEY_CHANGING)
+        value_changed = bool(kinds & VALUE_CHANGING)
         needs_value = bool(self.ops) or self.timestamp_extractor is not None
         needs_value = needs_value or self.partitioner is not None or self.in_value != self.out_value
         needs_value = needs_value or self.source_errors is not None
@@ -140,13 +145,7 @@ class RecordStage:
         key_changed: bool,
         value_changed: bool,
     ) -> pa.RecordBatch:
-        raw_k = batch.column(0).to_pylist()
-        raw_v = batch.column(1).to_pylist()
-        ts_in = batch.column(2).to_pylist()
-        part = batch.column(3).to_pylist()
-        off = batch.column(4).to_pylist()
-        seq_in = batch.column(5).to_pylist()
-        topic = batch.column(6).to_pylist()
+        raw_k, raw_v, ts_in, part, off, seq_in, topic = frame_columns(batch)
         n = len(raw_k)
         dropped: dict[int, str] = {}
 

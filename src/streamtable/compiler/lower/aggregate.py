@@ -6,6 +6,7 @@ user's fold (see ``aggregate_processor``), fed with packed records (see ``pack_s
 
 from __future__ import annotations
 
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from streamtable.compiler.aggregate_processor import OUTPUT_DDL, AggregateProcessor, AggregateSpec
@@ -51,18 +52,8 @@ def lower_aggregate(ctx: CompileContext, node: AggregateNode, parent: Frame) -> 
 
     if agg.native == "count" and node.windows is None:
         ctx.uses_native_state = True
-        out = (
-            df.groupBy("key")
-            .agg(F.count(F.lit(1)).alias("value"), F.max("ts").alias("ts"))
-            .select(
-                "key",
-                "value",
-                "ts",
-                F.lit(None).cast("int").alias("partition"),
-                F.lit(None).cast("bigint").alias("offset"),
-                F.lit(0).cast("bigint").alias("seq"),
-                F.lit(None).cast("string").alias("topic"),
-            )
+        out = _changelog_columns(
+            df.groupBy("key").agg(F.count(F.lit(1)).alias("value"), F.max("ts").alias("ts"))
         )
         return Frame(out, parent.key_codec, LongColumnCodec(), stateful=True)
 
@@ -88,7 +79,13 @@ def lower_aggregate(ctx: CompileContext, node: AggregateNode, parent: Frame) -> 
     out = count_and_drop(
         ctx, out, {"late": F.col("dropped") > 0}, weights={"late": F.col("dropped")}
     )
-    out = out.select(
+    out = _changelog_columns(out)
+    return Frame(out, key_codec, PickleCodec(), stateful=True)
+
+
+def _changelog_columns(df: DataFrame) -> DataFrame:
+    """An aggregation's output in frame columns (no source coordinates: it is a new record)."""
+    return df.select(
         "key",
         "value",
         "ts",
@@ -97,4 +94,3 @@ def lower_aggregate(ctx: CompileContext, node: AggregateNode, parent: Frame) -> 
         F.lit(0).cast("bigint").alias("seq"),
         F.lit(None).cast("string").alias("topic"),
     )
-    return Frame(out, key_codec, PickleCodec(), stateful=True)

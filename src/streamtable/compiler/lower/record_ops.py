@@ -7,16 +7,8 @@ from pyspark.sql import functions as F
 from streamtable.compiler.codecs import Codec, PickleCodec
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.compiler.metrics import count_and_drop
-from streamtable.compiler.record_stage import RecordStage, StageOp
+from streamtable.compiler.record_stage import KEY_CHANGING, VALUE_CHANGING, RecordStage, StageOp
 from streamtable.topology.nodes import RecordOpKind, RecordOpNode
-
-_KEY_CHANGING = {RecordOpKind.MAP, RecordOpKind.SELECT_KEY, RecordOpKind.FLAT_MAP}
-_VALUE_CHANGING = {
-    RecordOpKind.MAP,
-    RecordOpKind.MAP_VALUES,
-    RecordOpKind.FLAT_MAP,
-    RecordOpKind.FLAT_MAP_VALUES,
-}
 
 _HANDLERS = {"log_and_fail": "fail", "log_and_continue": "continue"}
 
@@ -38,10 +30,10 @@ def run_stage(
     validates) it under the configured deserialization handler.
     """
     kinds = {op.kind for op in ops}
-    out_key = want_key or (PickleCodec() if kinds & _KEY_CHANGING else base.key_codec)
+    out_key = want_key or (PickleCodec() if kinds & KEY_CHANGING else base.key_codec)
     out_value = want_value or (
         PickleCodec()
-        if kinds & _VALUE_CHANGING or base.value_codec.native_long
+        if kinds & VALUE_CHANGING or base.value_codec.native_long
         else base.value_codec
     )
     source = base.pending_source
