@@ -543,9 +543,7 @@ def bench_demo() -> dict[str, Any]:
     log.info("demo: running %s", " ".join(cmd))
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     t0 = time.monotonic()
-    proc = subprocess.run(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=20 * 60
-    )
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=20 * 60)
     wall = time.monotonic() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     figures = None
