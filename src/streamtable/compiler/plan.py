@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from streamtable.compiler.codecs import Codec
+from streamtable.compiler.codecs import Codec, PresenceCodec
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.compiler.lower.aggregate import group_key_codec, lower_aggregate
 from streamtable.compiler.lower.merge import lower_merge
@@ -95,11 +95,16 @@ class Lowerer:
         if isinstance(node, MergeNode):
             return lower_merge(self.ctx, [self.lower(p) for p in node.parents])
         if isinstance(node, RepartitionNode):
-            parent = self.lower(node.parents[0], want_key=want_key)
+            parent = self.lower(node.parents[0], want_key=want_key, want_value=want_value)
             return lower_repartition(self.ctx, node, validated(self.ctx, parent))
         if isinstance(node, AggregateNode):
             gk = group_key_codec(self.ctx, node)
-            parent = convert(self.ctx, self.lower(node.parents[0], want_key=gk), gk, None)
+            native = node.aggregation is not None and node.aggregation.native == "count"
+            # Spark's count only looks at whether a value is null
+            values = PresenceCodec() if native and node.windows is None else None
+            parent = convert(
+                self.ctx, self.lower(node.parents[0], want_key=gk, want_value=values), gk, None
+            )
             return lower_aggregate(self.ctx, node, validated(self.ctx, parent))
         raise TopologyError(f"Cannot compile node {name!r} of type {type(node).__name__}.")
 

@@ -73,7 +73,12 @@ class Topology:
                 )
             elif isinstance(n, RepartitionNode):
                 stateful.append({"repartition": n.topic_name})
-        body = {"sources": list(self.source_topics), "stateful": stateful}
+        # the compiler's state layout (paged Python aggregations) is part of the checkpoint too
+        body = {
+            "sources": list(self.source_topics),
+            "stateful": stateful,
+            "state_layout": "pages-128",
+        }
         digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
         return {"version": 1, "digest": digest, **body}
 

@@ -70,7 +70,7 @@ def lower_aggregate(ctx: CompileContext, node: AggregateNode, parent: Frame) -> 
         df = df.withWatermark("event_time", f"{w.grace_ms + w.size_ms} milliseconds")
         time_mode = "EventTime"
         key_codec = WindowedCodec(parent.key_codec, w.size_ms)
-    out = df.groupBy("key").transformWithState(
+    out = df.groupBy("page").transformWithState(
         statefulProcessor=AggregateProcessor(spec),
         outputStructType=OUTPUT_DDL,
         outputMode="Update",
