@@ -118,6 +118,22 @@ def read_topic(
         consumer.close()
 
 
+def run_until_caught_up(app: Any, timeout: timedelta = timedelta(minutes=10)) -> tuple[float, dict]:
+    """Start ``app``, wait until it has processed its input, close it.
+
+    Returns the seconds from ``start()`` to caught up, and the app's metrics then.
+    """
+    import time
+
+    t0 = time.monotonic()
+    app.start()
+    try:
+        app.await_caught_up(timeout=timeout)
+        return time.monotonic() - t0, app.metrics()
+    finally:
+        app.close()
+
+
 def demo_config(
     app_id: str, bootstrap_servers: str, state_dir: str | None, **extra: Any
 ) -> dict[str, Any]:
