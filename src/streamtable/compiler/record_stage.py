@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from streamtable.compiler.codecs import Codec
 from streamtable.errors import DeserializationError, SerializationError, StreamsError
@@ -188,38 +189,62 @@ class RecordStage:
         for op in self.ops:
             K, V, ts, origin, sub = self._apply(op, K, V, ts, origin, sub, topic, part, off)
 
+        # Output columns: whatever derives from the input record goes through Arrow's take by
+        # origin index (C speed); only changed keys/values are encoded from Python objects.
+        take = pa.array(origin, pa.int64())
         if key_changed or self.in_key != self.out_key:
-            out_k = self._encode(self.out_key, K, "key")
+            out_k = self._encode_arrow(self.out_key, K, "key")
         else:
-            out_k = [raw_k[i] for i in origin]
+            out_k = batch.column(0).take(take)
         if value_changed or self.in_value != self.out_value:
-            out_v = self._encode(self.out_value, V, "value")
+            out_v = self._encode_arrow(self.out_value, V, "value")
         else:
-            out_v = [raw_v[i] for i in origin]
-        out_seq = (
-            [seq_in[i] for i in origin]
-            if sub is None
-            else [seq_in[i] * 1024 + s for i, s in zip(origin, sub, strict=True)]
+            out_v = batch.column(1).take(take)
+        out_ts = (
+            batch.column(2).take(take)
+            if self.timestamp_extractor is None
+            else pa.array(ts, pa.int64())
         )
-        cols: list[Any] = [
+        out_seq = batch.column(5).take(take)
+        if sub is not None:
+            out_seq = pc.add(pc.multiply(out_seq, 1024), pa.array(sub, pa.int64()))
+        cols: list[pa.Array] = [
             out_k,
             out_v,
-            ts,
-            [part[i] for i in origin],
-            [off[i] for i in origin],
+            out_ts,
+            batch.column(3).take(take),
+            batch.column(4).take(take),
             out_seq,
-            [topic[i] for i in origin],
+            batch.column(6).take(take),
         ]
         if self.emit_dropped:
-            cols[6] = cols[6] + [topic[i] for i in dropped]
-            for c, src in ((0, None), (1, None), (2, ts_in), (3, part), (4, off), (5, seq_in)):
-                cols[c] = cols[c] + [None if src is None else src[i] for i in dropped]
-            cols.append([None] * len(origin) + list(dropped.values()))
+            gone = pa.array(list(dropped), pa.int64())
+            for c in (0, 1):
+                cols[c] = pa.concat_arrays([cols[c], pa.nulls(len(dropped), pa.binary())])
+            for c in (2, 3, 4, 5, 6):
+                cols[c] = pa.concat_arrays([cols[c], batch.column(c).take(gone)])
+            cols.append(pa.array([None] * len(origin) + list(dropped.values()), pa.string()))
         if self.partitioner is not None:
-            cols.append(self._partitions(K, V) + [None] * (len(cols[0]) - len(K)))
+            parts = self._partitions(K, V) + [None] * len(dropped if self.emit_dropped else ())
+            cols.append(pa.array(parts, pa.int32()))
         return pa.RecordBatch.from_arrays(
-            [pa.array(c, type=f.type) for c, f in zip(cols, schema, strict=True)], schema=schema
+            [c.cast(f.type) if c.type != f.type else c for c, f in zip(cols, schema, strict=True)],
+            schema=schema,
         )
+
+    def _encode_arrow(self, codec: Codec, objs: list[Any], what: str) -> pa.Array:
+        serde = codec.serde()
+        if (
+            serde is not None
+            and serde.kind == "string"
+            and all(type(o) is str or o is None for o in objs)
+        ):
+            # Arrow encodes UTF-8 in C; lone surrogates (which Java replaces) take the slow path
+            try:
+                return pa.array(objs, pa.string()).cast(pa.binary())
+            except (pa.ArrowException, UnicodeEncodeError, TypeError):
+                pass
+        return pa.array(self._encode(codec, objs, what), pa.binary())
 
     def _decode(
         self,
@@ -342,28 +367,34 @@ class RecordStage:
                 for k, v in zip(K, V, strict=True):
                     fn(k, v)
                 return K, V, ts, origin, sub
-            # flat maps
+            # flat maps: whole lists per input record (C-level extends, not per-item appends)
             nk: list[Any] = []
             nv: list[Any] = []
             nts: list[int] = []
             norigin: list[int] = []
             nsub: list[int] = []
-            base = sub if sub is not None else [0] * len(K)
+            values_only = kind is RecordOpKind.FLAT_MAP_VALUES
             for j, (k, v) in enumerate(zip(K, V, strict=True)):
-                items = fn(v) if kind is RecordOpKind.FLAT_MAP_VALUES else fn(k, v)
+                items = fn(v) if values_only else fn(k, v)
                 if items is None:
                     continue
-                t, o, b = ts[j], origin[j], base[j]
-                for m, item in enumerate(items):
-                    if kind is RecordOpKind.FLAT_MAP_VALUES:
-                        nk.append(k)
-                        nv.append(item)
-                    else:
-                        nk.append(item[0])
-                        nv.append(item[1])
-                    nts.append(t)
-                    norigin.append(o)
-                    nsub.append(b * 1024 + m if sub is not None else m)
+                items = items if isinstance(items, list) else list(items)
+                n = len(items)
+                if not n:
+                    continue
+                if values_only:
+                    nk.extend([k] * n)
+                    nv.extend(items)
+                else:
+                    nk.extend([item[0] for item in items])
+                    nv.extend([item[1] for item in items])
+                nts.extend([ts[j]] * n)
+                norigin.extend([origin[j]] * n)
+                if sub is None:
+                    nsub.extend(range(n))
+                else:
+                    b = sub[j] * 1024
+                    nsub.extend(range(b, b + n))
             return nk, nv, nts, norigin, nsub
 
         return self._guard(op.node_name, run, K, V, origin, topic, part, off)
