@@ -24,6 +24,9 @@ def test_operators_end_to_end(kafka_broker, spark, topic_name, app_config, tmp_p
         [rec("a", "1", 1000), rec("b", "2", 2000), rec("a", "x", 3000), rec("a", "3", 4000)],
     )
     produce_records(bs, right, [rec("c", "10", 1500), rec("a", "20", 2500)])
+    produce_records(
+        bs, left, [(None, b"50", 5000)]
+    )  # null key: skipped (and counted) by aggregations
 
     seen_file = tmp_path / "foreach.txt"
     b = StreamsBuilder()
@@ -32,7 +35,7 @@ def test_operators_end_to_end(kafka_broker, spark, topic_name, app_config, tmp_p
     numbers = ls.filter(lambda k, v: v.isdigit()).merge(rs).map_values(int)
     # per key: the values joined in timestamp order
     (
-        numbers.group_by(lambda k, v: k.upper(), key_serde=Serdes.string())
+        numbers.group_by(lambda k, v: k.upper() if k else None, key_serde=Serdes.string())
         .reduce(lambda agg, v: agg + v, name="sums")
         .to_stream()
         .to(joined, value_serde=Serdes.long())
@@ -60,6 +63,8 @@ def test_operators_end_to_end(kafka_broker, spark, topic_name, app_config, tmp_p
     try:
         assert len(app.queries) == 4
         app.await_caught_up(timeout=timedelta(minutes=3))
+        # the null-key record is dropped once by each of the two aggregations
+        assert app.metrics()["dropped-records"].get("null_key") == 2
     finally:
         app.close()
 
@@ -73,4 +78,4 @@ def test_operators_end_to_end(kafka_broker, spark, topic_name, app_config, tmp_p
         (k.decode(), struct.unpack(">i", v)[0]) for k, v, _ in read_topic(bs, small)
     )
     assert small_values == [("a", 1), ("a", 3), ("b", 2)]
-    assert sorted(seen_file.read_text().split()) == ["a=20", "c=10"]
+    assert sorted(seen_file.read_text().split()) == ["None=50", "a=20", "c=10"]

@@ -82,6 +82,11 @@ def get_spark(conf: Mapping[str, str] | None = None) -> SparkSession:
         jars = resolve_jars("spark-kafka")
         settings = dict(_DEFAULTS)
         settings.update(conf or {})
+        if settings["spark.master"].startswith("local"):
+            # a local session talks only to itself: keep its RPC and block manager on loopback
+            settings.setdefault("spark.driver.host", "127.0.0.1")
+            settings.setdefault("spark.driver.bindAddress", "127.0.0.1")
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         extra = settings.get("spark.jars", "")
         settings["spark.jars"] = ",".join([str(j) for j in jars] + ([extra] if extra else []))
         # Python workers must run the same interpreter as the driver (same packages).
