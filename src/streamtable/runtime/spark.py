@@ -14,6 +14,7 @@ import os
 import sys
 import threading
 from collections.abc import Mapping
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -82,6 +83,11 @@ def get_spark(conf: Mapping[str, str] | None = None) -> SparkSession:
         jars = resolve_jars("spark-kafka")
         settings = dict(_DEFAULTS)
         settings.update(conf or {})
+        if "spark.driver.extraJavaOptions" not in settings:
+            log_config = Path(__file__).with_name("log4j2.properties")
+            settings["spark.driver.extraJavaOptions"] = (
+                f"-Dlog4j2.configurationFile=file:{log_config}"
+            )
         if settings["spark.master"].startswith("local"):
             # a local session talks only to itself: keep its RPC and block manager on loopback
             settings.setdefault("spark.driver.host", "127.0.0.1")
