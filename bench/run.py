@@ -368,9 +368,67 @@ def _final_counts(records: list[tuple[bytes | None, bytes | None, int]]) -> dict
 # --------------------------------------------------------------------------- benchmarks
 
 
+def _side_by_side(
+    job: str,
+    unit: str,
+    spark: Any,
+    bs: str,
+    tmp: Path,
+    in_topic: str,
+    n: int,
+    repeat: int,
+    partitions: int,
+    build_topology: Any,
+    build_plain: Any,
+    compare: Any,
+) -> tuple[list[dict], list[dict], list[dict]]:
+    """Run ``job`` through streamtable and plain PySpark ``repeat`` times, alternating the order.
+
+    Each run writes its own output topic; ``compare(st_records, plain_records)`` says whether
+    the two outputs agree.
+    """
+    from streamtable.demo._harness import ensure_topics, read_topic
+
+    st_runs: list[dict] = []
+    plain_runs: list[dict] = []
+    agree: list[dict] = []
+    for i in range(repeat):
+        st_out, pl_out = f"bench-{job}-st-{i}", f"bench-{job}-plain-{i}"
+        ensure_topics(bs, {st_out: partitions, pl_out: partitions}, recreate=True)
+        order = ["st", "plain"] if i % 2 == 0 else ["plain", "st"]
+        for which in order:
+            if which == "st":
+                r = _run_streamtable(
+                    spark,
+                    bs,
+                    build_topology(in_topic, st_out),
+                    f"bench-{job}-st-{i}-{uuid.uuid4().hex[:6]}",
+                    in_topic,
+                    n,
+                    tmp,
+                )
+                st_runs.append(r)
+            else:
+                r = _run_plain(
+                    spark,
+                    f"bench_{job}_plain_{i}",
+                    build_plain(bs, in_topic, pl_out),
+                    in_topic,
+                    n,
+                    bs,
+                    tmp,
+                )
+                plain_runs.append(r)
+            log.info(
+                "%s %s run %d: %.2f s, %d %s/s", job, which, i, r["processing_s"], r["per_s"], unit
+            )
+        agree.append(compare(read_topic(bs, st_out), read_topic(bs, pl_out)))
+    return st_runs, plain_runs, agree
+
+
 def bench_flights(spark: Any, bs: str, tmp: Path, repeat: int) -> dict[str, Any]:
     from streamtable.demo import flights
-    from streamtable.demo._harness import ensure_topics, read_topic
+    from streamtable.demo._harness import ensure_topics
     from streamtable.demo.flights_data import flight_records, load_flights, produce_records
 
     t0 = time.monotonic()
@@ -382,39 +440,24 @@ def bench_flights(spark: Any, bs: str, tmp: Path, repeat: int) -> dict[str, Any]
     del records
     log.info("flights: produced %d records in %.1f s", n, time.monotonic() - t0)
 
-    st_runs, plain_runs, agree = [], [], []
-    for i in range(repeat):
-        st_out, pl_out = f"bench-flights-st-{i}", f"bench-flights-plain-{i}"
-        ensure_topics(bs, {st_out: flights.PARTITIONS, pl_out: flights.PARTITIONS}, recreate=True)
-        order = ["st", "plain"] if i % 2 == 0 else ["plain", "st"]
-        for which in order:
-            if which == "st":
-                r = _run_streamtable(
-                    spark,
-                    bs,
-                    flights.build_topology(in_topic, st_out),
-                    f"bench-flights-st-{i}-{uuid.uuid4().hex[:6]}",
-                    in_topic,
-                    n,
-                    tmp,
-                )
-                st_runs.append(r)
-            else:
-                r = _run_plain(
-                    spark,
-                    f"bench_flights_plain_{i}",
-                    plain_flights(bs, in_topic, pl_out),
-                    in_topic,
-                    n,
-                    bs,
-                    tmp,
-                )
-                plain_runs.append(r)
-            log.info(
-                "flights %s run %d: %.2f s, %d records/s", which, i, r["processing_s"], r["per_s"]
-            )
-        a, b = _final_flights(read_topic(bs, st_out)), _final_flights(read_topic(bs, pl_out))
-        agree.append({"windows_streamtable": len(a), "windows_plain": len(b), "identical": a == b})
+    def compare(st_records: list, plain_records: list) -> dict[str, Any]:
+        a, b = _final_flights(st_records), _final_flights(plain_records)
+        return {"windows_streamtable": len(a), "windows_plain": len(b), "identical": a == b}
+
+    st_runs, plain_runs, agree = _side_by_side(
+        "flights",
+        "records",
+        spark,
+        bs,
+        tmp,
+        in_topic,
+        n,
+        repeat,
+        flights.PARTITIONS,
+        flights.build_topology,
+        plain_flights,
+        compare,
+    )
     return _summary(
         "records",
         n,
@@ -427,7 +470,7 @@ def bench_flights(spark: Any, bs: str, tmp: Path, repeat: int) -> dict[str, Any]
 
 def bench_wordcount(spark: Any, bs: str, tmp: Path, text_mb: float, repeat: int) -> dict[str, Any]:
     from streamtable.demo import wordcount
-    from streamtable.demo._harness import ensure_topics, read_topic
+    from streamtable.demo._harness import ensure_topics
     from streamtable.demo.flights_data import produce_records
     from streamtable.demo.text import generate_text, java_split_words
 
@@ -454,45 +497,28 @@ def bench_wordcount(spark: Any, bs: str, tmp: Path, text_mb: float, repeat: int)
         produce_s,
     )
 
-    st_runs, plain_runs, agree = [], [], []
-    for i in range(repeat):
-        st_out, pl_out = f"bench-wordcount-st-{i}", f"bench-wordcount-plain-{i}"
-        ensure_topics(bs, {st_out: 2, pl_out: 2}, recreate=True)
-        order = ["st", "plain"] if i % 2 == 0 else ["plain", "st"]
-        for which in order:
-            if which == "st":
-                r = _run_streamtable(
-                    spark,
-                    bs,
-                    wordcount.build_topology(in_topic, st_out),
-                    f"bench-wordcount-st-{i}-{uuid.uuid4().hex[:6]}",
-                    in_topic,
-                    n_words,
-                    tmp,
-                )
-                st_runs.append(r)
-            else:
-                r = _run_plain(
-                    spark,
-                    f"bench_wordcount_plain_{i}",
-                    plain_wordcount(bs, in_topic, pl_out),
-                    in_topic,
-                    n_words,
-                    bs,
-                    tmp,
-                )
-                plain_runs.append(r)
-            log.info(
-                "wordcount %s run %d: %.2f s, %d words/s", which, i, r["processing_s"], r["per_s"]
-            )
-        a, b = _final_counts(read_topic(bs, st_out)), _final_counts(read_topic(bs, pl_out))
-        agree.append(
-            {
-                "distinct_words": len(expected),
-                "streamtable_equals_expected": a == dict(expected),
-                "plain_equals_expected": b == {k: v for k, v in expected.items() if k != ""},
-            }
-        )
+    def compare(st_records: list, plain_records: list) -> dict[str, Any]:
+        a, b = _final_counts(st_records), _final_counts(plain_records)
+        return {
+            "distinct_words": len(expected),
+            "streamtable_equals_expected": a == dict(expected),
+            "plain_equals_expected": b == {k: v for k, v in expected.items() if k != ""},
+        }
+
+    st_runs, plain_runs, agree = _side_by_side(
+        "wordcount",
+        "words",
+        spark,
+        bs,
+        tmp,
+        in_topic,
+        n_words,
+        repeat,
+        2,
+        wordcount.build_topology,
+        plain_wordcount,
+        compare,
+    )
     out = _summary(
         "words",
         n_words,
