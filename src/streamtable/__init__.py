@@ -5,9 +5,10 @@ Build a topology with :class:`StreamsBuilder`, run it with :class:`KafkaStreams`
 
 from streamtable.dsl.builder import StreamsBuilder
 from streamtable.dsl.grouped import KGroupedStream, TimeWindowedKStream
+from streamtable.dsl.grouped_table import KGroupedTable
 from streamtable.dsl.kstream import BranchedKStream, KStream
-from streamtable.dsl.ktable import KTable
-from streamtable.dsl.windows import TimeWindows
+from streamtable.dsl.ktable import GlobalKTable, KTable
+from streamtable.dsl.windows import JoinWindows, TimeWindows
 from streamtable.errors import StreamtableError
 from streamtable.serde import Serde, Serdes, Windowed
 from streamtable.topology.topology import Topology
@@ -29,6 +30,9 @@ __all__ = [
     "StreamsBuilder",
     "KStream",
     "KTable",
+    "GlobalKTable",
+    "KGroupedTable",
+    "JoinWindows",
     "KGroupedStream",
     "TimeWindowedKStream",
     "BranchedKStream",

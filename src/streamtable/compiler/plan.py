@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from streamtable.compiler.codecs import Codec, PresenceCodec
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.compiler.lower.aggregate import group_key_codec, lower_aggregate
+from streamtable.compiler.lower.join import lower_join
 from streamtable.compiler.lower.merge import lower_merge
 from streamtable.compiler.lower.record_ops import (
     chain_of,
@@ -25,15 +26,25 @@ from streamtable.compiler.lower.record_ops import (
 from streamtable.compiler.lower.repartition import lower_repartition
 from streamtable.compiler.lower.sink import native_long_ok, sink_codecs, sink_frame
 from streamtable.compiler.lower.source import lower_source
+from streamtable.compiler.lower.table import (
+    lower_table_aggregate,
+    lower_table_op_upserts,
+    lower_table_upserts,
+)
 from streamtable.errors import TopologyError
 from streamtable.topology.nodes import (
     AggregateNode,
+    JoinKind,
+    JoinNode,
     MergeNode,
     Node,
     RecordOpNode,
     RepartitionNode,
     SinkNode,
     SourceNode,
+    TableAggregateNode,
+    TableOpNode,
+    TableSourceNode,
 )
 
 if TYPE_CHECKING:
@@ -106,6 +117,14 @@ class Lowerer:
                 self.ctx, self.lower(node.parents[0], want_key=gk, want_value=values), gk, None
             )
             return lower_aggregate(self.ctx, node, validated(self.ctx, parent))
+        if isinstance(node, TableSourceNode):
+            return lower_table_upserts(self.ctx, node)
+        if isinstance(node, TableOpNode):
+            return lower_table_op_upserts(self.ctx, node, self.lower(node.parents[0]))
+        if isinstance(node, TableAggregateNode):
+            return lower_table_aggregate(self, node)
+        if isinstance(node, JoinNode):
+            return lower_join(self, node)
         raise TopologyError(f"Cannot compile node {name!r} of type {type(node).__name__}.")
 
     def sink(self, node: SinkNode) -> QueryPlan:
@@ -158,9 +177,9 @@ class Lowerer:
 
     def _hint(self, node: Node) -> tuple[Codec, Codec]:
         """The codecs a node's output would have without a wish (serde hints for sinks)."""
-        from streamtable.compiler.codecs import PickleCodec, SerdeCodec, WindowedCodec
+        from streamtable.compiler.codecs import PickleCodec, SerdeCodec, WindowedCodec, codec_for
 
-        if isinstance(node, SourceNode):
+        if isinstance(node, SourceNode | TableSourceNode):
             k = node.key_serde or self.ctx.config.default_key_serde
             v = node.value_serde or self.ctx.config.default_value_serde
             return (
@@ -181,6 +200,14 @@ class Lowerer:
             return k, PickleCodec()
         if isinstance(node, (MergeNode, RepartitionNode)):
             return self._hint(self.nodes[node.parents[0]])
+        if isinstance(node, TableOpNode) or (
+            isinstance(node, JoinNode) and node.kind is not JoinKind.STREAM_GLOBAL_TABLE
+        ):
+            return self._hint(self.nodes[node.parents[0]])[0], PickleCodec()
+        if isinstance(node, JoinNode):
+            return self._hint(self.nodes[node.parents[0]])[0], PickleCodec()
+        if isinstance(node, TableAggregateNode):
+            return codec_for(node.key_serde or self.ctx.config.default_key_serde), PickleCodec()
         return PickleCodec(), PickleCodec()
 
 

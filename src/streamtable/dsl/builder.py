@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from streamtable.dsl._callables import check_callable
 from streamtable.dsl._graph import GraphBuilder
 from streamtable.dsl.kstream import KStream, _check_topic
+from streamtable.dsl.ktable import GlobalKTable, KTable
+from streamtable.dsl.windows import to_millis
 from streamtable.errors import TopologyError
-from streamtable.topology.nodes import SinkNode, SourceNode
+from streamtable.topology.nodes import SinkNode, SourceNode, TableSourceNode
 from streamtable.topology.topology import Topology
 
 if TYPE_CHECKING:
@@ -103,6 +106,111 @@ class StreamsBuilder:
             )
         )
         return KStream(self._graph, node_name, key_serde=key_serde, value_serde=value_serde)
+
+    def table(
+        self,
+        topic: str,
+        *,
+        key_serde: Serde | None = None,
+        value_serde: Serde | None = None,
+        name: str | None = None,
+        history_retention: timedelta | int | None = None,
+    ) -> KTable:
+        """The topic read as a table: the latest value per key (``StreamsBuilder.table``).
+
+        A record with a ``None`` value (tombstone) deletes its key; records with a null key
+        are skipped and counted. Updates of a key apply in the topic's order (offset order),
+        as in Kafka Streams' ``KTableSource``.
+
+        Parameters
+        ----------
+        topic : str
+            An existing topic, ideally compacted.
+        key_serde, value_serde : Serde, optional
+            Default: ``default.key.serde`` / ``default.value.serde``.
+        name : str, optional
+            The state store's name (Kafka Streams' ``Materialized.as``).
+        history_retention : timedelta or int ms, optional
+            How long old versions are kept for timestamped lookups by stream-table joins
+            (Kafka Streams' versioned store history retention), measured against the
+            largest table timestamp seen. Default: every version is kept.
+
+        Raises
+        ------
+        TopologyError
+            For an illegal topic or store name or a negative retention.
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder, Serdes
+        >>> b = StreamsBuilder()
+        >>> b.table("planes", key_serde=Serdes.string(), value_serde=Serdes.string())
+        KTable(KTABLE-SOURCE-0000000001)
+        """
+        node_name, source_name, store = self._table_names(topic, name, "table")
+        retention = None
+        if history_retention is not None:
+            retention = to_millis(history_retention, "history_retention")
+            if retention < 0:
+                raise TopologyError(f"history_retention must not be negative; got {retention} ms.")
+        self._graph.add(
+            TableSourceNode(
+                node_name,
+                (),
+                topic=topic,
+                source_name=source_name,
+                key_serde=key_serde,
+                value_serde=value_serde,
+                store_name=store,
+                history_retention_ms=retention,
+            )
+        )
+        return KTable(self._graph, node_name, key_serde=key_serde, value_serde=value_serde)
+
+    def global_table(
+        self,
+        topic: str,
+        *,
+        key_serde: Serde | None = None,
+        value_serde: Serde | None = None,
+        name: str | None = None,
+    ) -> GlobalKTable:
+        """The topic read as a table every instance sees in full (``globalTable``).
+
+        Join it from a stream with ``KStream.join(global_table, key_selector, joiner)``; no
+        co-partitioning is needed. Tombstones delete keys.
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder, Serdes
+        >>> b = StreamsBuilder()
+        >>> b.global_table("airlines", key_serde=Serdes.string(), value_serde=Serdes.string())
+        GlobalKTable(KTABLE-SOURCE-0000000001)
+        """
+        node_name, source_name, store = self._table_names(topic, name, "global_table")
+        self._graph.add(
+            TableSourceNode(
+                node_name,
+                (),
+                topic=topic,
+                source_name=source_name,
+                key_serde=key_serde,
+                value_serde=value_serde,
+                store_name=store,
+                is_global=True,
+            )
+        )
+        return GlobalKTable(self._graph, node_name, key_serde)
+
+    def _table_names(self, topic: str, name: str | None, method: str) -> tuple[str, str, str]:
+        _check_topic(topic, f"StreamsBuilder.{method}")
+        index = self._graph.names.next_index()
+        source_name = self._graph.names.claim(f"KSTREAM-SOURCE-{index:010d}")
+        node_name = self._graph.names.processor("KTABLE", "SOURCE")
+        store = self._graph.names.claim(
+            name if name is not None else f"{topic}-STATE-STORE-{index:010d}", kind="store"
+        )
+        return node_name, source_name, store
 
     def build(self) -> Topology:
         """Validate the graph and return the immutable :class:`Topology`.

@@ -14,6 +14,7 @@ from streamtable.dsl._callables import check_callable
 from streamtable.dsl._graph import GraphBuilder
 from streamtable.errors import TopologyError
 from streamtable.topology.nodes import (
+    JoinKind,
     MergeNode,
     RecordOpKind,
     RecordOpNode,
@@ -286,6 +287,114 @@ class KStream:
             repartition_name=name,
             repartition_required=True,
         )
+
+    # -- joins ----------------------------------------------------------------------------
+
+    def join(self, other: Any, *args: Any, name: str | None = None) -> KStream:
+        """Inner join with a stream, a table or a global table (``KStream.join``).
+
+        - ``join(stream, joiner, JoinWindows)``: windowed stream-stream join; each record
+          joins every record of the other side within the window, output timestamp = the
+          larger of the two (Kafka Streams' ``KStreamKStreamJoin``).
+        - ``join(table, joiner)``: stream-table join, triggered by stream records only. A
+          stream record joins the table *as of its own timestamp*: the latest table update
+          with timestamp <= the record's (Kafka Streams' versioned-table join). Output
+          timestamp = the stream record's. Records with a null key or value are dropped and
+          counted.
+        - ``join(global_table, key_selector, joiner)``: the lookup key is
+          ``key_selector(key, value)``; the output key stays the stream's key. A global
+          table is not time-synchronized (as in Kafka Streams): the lookup sees its latest
+          value. A null lookup key drops the record (counted as ``null_lookup_key``).
+
+        ``joiner(stream_value, other_value)``. Raises :class:`TopologyError` for an operand
+        or argument of the wrong kind.
+        """
+        return self._join("inner", other, args, name)
+
+    def left_join(self, other: Any, *args: Any, name: str | None = None) -> KStream:
+        """Like :meth:`join`, but a stream record without a match joins with ``None``.
+
+        Stream-stream: a non-matching record is emitted as ``joiner(value, None)`` once its
+        window closes (no eager null results, Kafka Streams 3.1+).
+        """
+        return self._join("left", other, args, name)
+
+    def outer_join(
+        self,
+        other: KStream,
+        joiner: Callable[[Any, Any], Any],
+        windows: Any,
+        *,
+        name: str | None = None,
+    ) -> KStream:
+        """Windowed outer join of two streams: non-matches of either side are emitted as
+        ``joiner(value, None)`` / ``joiner(None, value)`` once their window closes.
+        """
+        if not isinstance(other, KStream):
+            raise TopologyError(
+                "KStream.outer_join joins another KStream (Kafka Streams has no outer "
+                f"stream-table join); got {type(other).__name__}."
+            )
+        return self._join("outer", other, (joiner, windows), name)
+
+    def _join(self, join_type: str, other: Any, args: tuple[Any, ...], name: str | None) -> KStream:
+        from streamtable.dsl.joins import add_join, repartition_for_join
+        from streamtable.dsl.ktable import GlobalKTable, KTable
+        from streamtable.dsl.windows import JoinWindows
+
+        method = {"inner": "join", "left": "left_join", "outer": "outer_join"}[join_type]
+        left = self._node_name
+        if self._repartition_required and not isinstance(other, GlobalKTable):
+            left = repartition_for_join(self._graph, left, None)
+        key_selector = None
+        windows = None
+        if isinstance(other, KStream):
+            if len(args) != 2 or not isinstance(args[1], JoinWindows):
+                raise TopologyError(
+                    f"KStream.{method}(stream, joiner, windows): a stream-stream join needs a "
+                    "joiner and JoinWindows, e.g. JoinWindows.of_time_difference_with_no_grace("
+                    "timedelta(minutes=5))."
+                )
+            joiner, jw = args
+            windows = jw.spec()
+            kind = JoinKind.STREAM_STREAM
+            right = other._node_name
+            if other._repartition_required:
+                right = repartition_for_join(self._graph, right, None)
+        elif isinstance(other, KTable):
+            if len(args) != 1:
+                raise TopologyError(f"KStream.{method}(table, joiner) takes one joiner.")
+            (joiner,) = args
+            kind = JoinKind.STREAM_TABLE
+            right = other.node_name
+        elif isinstance(other, GlobalKTable):
+            if len(args) != 2:
+                raise TopologyError(
+                    f"KStream.{method}(global_table, key_selector, joiner) takes a key "
+                    "selector and a joiner."
+                )
+            key_selector, joiner = args
+            check_callable(key_selector, f"KStream.{method} key_selector", "key, value", 2)
+            kind = JoinKind.STREAM_GLOBAL_TABLE
+            right = other.node_name  # the lookup key replaces co-partitioning
+        else:
+            raise TopologyError(
+                f"KStream.{method} joins a KStream, KTable or GlobalKTable; got "
+                f"{type(other).__name__}."
+            )
+        check_callable(joiner, f"KStream.{method} joiner", "value, other_value", 2)
+        node = add_join(
+            self._graph,
+            kind,
+            join_type,
+            (left, right),
+            joiner=joiner,
+            prefix="KSTREAM",
+            name=name,
+            key_selector=key_selector,
+            windows=windows,
+        )
+        return KStream(self._graph, node, key_serde=self._key_serde)
 
     # -- sinks ----------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""``KTable``: a changelog stream read as a table (Kafka Streams' ``KTable``).
+"""``KTable`` and ``GlobalKTable``: changelog streams read as tables (Kafka Streams' ``KTable``).
 
 Each record is an upsert of its key; a ``None`` value is a tombstone that deletes the key.
 Every aggregation result is a ``KTable``; ``to_stream()`` gives its changes as a stream.
@@ -11,9 +11,20 @@ from typing import TYPE_CHECKING, Any
 
 from streamtable.dsl._callables import check_callable
 from streamtable.dsl._graph import GraphBuilder
-from streamtable.topology.nodes import RecordOpKind, RecordOpNode, TimeWindowSpec
+from streamtable.dsl.joins import add_join
+from streamtable.errors import TopologyError
+from streamtable.topology.nodes import (
+    JoinKind,
+    RecordOpKind,
+    RecordOpNode,
+    RepartitionNode,
+    TableOpKind,
+    TableOpNode,
+    TimeWindowSpec,
+)
 
 if TYPE_CHECKING:
+    from streamtable.dsl.grouped_table import KGroupedTable
     from streamtable.dsl.kstream import KStream
     from streamtable.serde import Serde
 
@@ -30,11 +41,13 @@ class KTable:
         node_name: str,
         *,
         key_serde: Serde | None = None,
+        value_serde: Serde | None = None,
         windows: TimeWindowSpec | None = None,
     ) -> None:
         self._graph = graph
         self._node_name = node_name
         self._key_serde = key_serde
+        self._value_serde = value_serde
         self._windows = windows
 
     @property
@@ -50,62 +63,195 @@ class KTable:
     def __repr__(self) -> str:
         return f"KTable({self._node_name})"
 
-    def _op(self, kind: RecordOpKind, fn: Callable[..., Any], label: str, name: str | None) -> str:
+    def _table_op(
+        self, kind: TableOpKind, fn: Callable[..., Any], label: str, name: str | None
+    ) -> str:
         node_name = self._graph.names.processor("KTABLE", label, name)
         self._graph.add(
-            RecordOpNode(node_name, (self._node_name,), kind=kind, fn=fn, op_label=label)
+            TableOpNode(node_name, (self._node_name,), kind=kind, fn=fn, op_label=label)
         )
         return node_name
+
+    def _derived(self, node_name: str, *, keeps_value: bool) -> KTable:
+        return KTable(
+            self._graph,
+            node_name,
+            key_serde=self._key_serde,
+            value_serde=self._value_serde if keeps_value else None,
+            windows=self._windows,
+        )
 
     def filter(self, predicate: Callable[[Any, Any], bool], name: str | None = None) -> KTable:
         """Keep rows for which ``predicate(key, value)`` is true; others become tombstones.
 
         A row that stops passing the predicate is forwarded as a tombstone, so downstream
-        tables delete it (Kafka Streams' ``KTableFilter``). Tombstones are forwarded as is.
+        tables delete it (Kafka Streams' ``KTableFilter``). The predicate is never called
+        for tombstones, which are forwarded as they are.
         """
         check_callable(predicate, "KTable.filter", "key, value", 2)
-        node = self._op(RecordOpKind.MAP, _TableFilter(predicate, False), "FILTER", name)
-        return KTable(self._graph, node, key_serde=self._key_serde, windows=self._windows)
+        node = self._table_op(TableOpKind.FILTER, predicate, "FILTER", name)
+        return self._derived(node, keeps_value=True)
 
     def filter_not(self, predicate: Callable[[Any, Any], bool], name: str | None = None) -> KTable:
         """Keep rows for which ``predicate(key, value)`` is false; others become tombstones."""
+        from streamtable.dsl.kstream import _Negate
+
         check_callable(predicate, "KTable.filter_not", "key, value", 2)
-        node = self._op(RecordOpKind.MAP, _TableFilter(predicate, True), "FILTER", name)
-        return KTable(self._graph, node, key_serde=self._key_serde, windows=self._windows)
+        node = self._table_op(TableOpKind.FILTER, _Negate(predicate), "FILTER", name)
+        return self._derived(node, keeps_value=True)
 
     def map_values(self, mapper: Callable[[Any], Any], name: str | None = None) -> KTable:
-        """Map each non-null value with ``mapper(value)``; tombstones stay tombstones."""
+        """Map each non-null value with ``mapper(value)``; tombstones stay tombstones.
+
+        Unlike ``KStream.map_values`` the mapper is never called with ``None`` (Kafka Streams'
+        ``KTableMapValues``).
+        """
         check_callable(mapper, "KTable.map_values", "value", 1)
-        node = self._op(RecordOpKind.MAP_VALUES, _TableMapValues(mapper), "MAPVALUES", name)
-        return KTable(self._graph, node, key_serde=self._key_serde, windows=self._windows)
+        node = self._table_op(TableOpKind.MAP_VALUES, mapper, "MAPVALUES", name)
+        return self._derived(node, keeps_value=False)
 
     def to_stream(self, name: str | None = None) -> KStream:
-        """The table's changelog as a stream: one record per update, tombstones included."""
+        """The table's changelog as a stream: one record per update, tombstones included.
+
+        Written to a topic (``to_stream().to(topic)``), it holds upserts and tombstones, so
+        a compacted topic mirrors the table.
+        """
         from streamtable.dsl.kstream import KStream
 
-        node = self._op(RecordOpKind.IDENTITY, _noop, "TOSTREAM", name)
-        return KStream(self._graph, node, key_serde=self._key_serde)
+        node_name = self._graph.names.processor("KTABLE", "TOSTREAM", name)
+        self._graph.add(
+            RecordOpNode(
+                node_name,
+                (self._node_name,),
+                kind=RecordOpKind.IDENTITY,
+                fn=_noop,
+                op_label="TOSTREAM",
+            )
+        )
+        return KStream(
+            self._graph, node_name, key_serde=self._key_serde, value_serde=self._value_serde
+        )
+
+    def group_by(
+        self,
+        selector: Callable[[Any, Any], tuple[Any, Any]],
+        *,
+        key_serde: Serde | None = None,
+        value_serde: Serde | None = None,
+        name: str | None = None,
+    ) -> KGroupedTable:
+        """Re-group the table: ``selector(key, value) -> (new_key, new_value)`` (``groupBy``).
+
+        Always repartitions. When a row changes, its old value is subtracted from the old
+        group before the new value is added to the new group (Kafka Streams'
+        ``KTableRepartitionMap``); a tombstone only subtracts. Rows mapped to a ``None`` key
+        are skipped and counted.
+
+        Raises
+        ------
+        TopologyError
+            If the table is windowed (group a windowed table's stream instead).
+        """
+        from streamtable.dsl.grouped_table import KGroupedTable
+
+        check_callable(selector, "KTable.group_by", "key, value", 2)
+        if self._windows is not None:
+            raise TopologyError(
+                "KTable.group_by on a windowed table is not supported; use "
+                "to_stream().group_by(...) instead."
+            )
+        select = self._table_op(TableOpKind.GROUP_BY, selector, "SELECT", None)
+        base = name or self._graph.names.store("KTABLE", "AGGREGATE")
+        rep = self._graph.names.claim(f"{base}-repartition")
+        self._graph.add(RepartitionNode(rep, (select,), topic_name=f"{base}-repartition"))
+        return KGroupedTable(self._graph, rep, key_serde=key_serde, value_serde=value_serde)
+
+    # -- joins ------------------------------------------------------------------------------
+
+    def join(
+        self,
+        other: KTable,
+        joiner: Callable[[Any, Any], Any],
+        *,
+        name: str | None = None,
+    ) -> KTable:
+        """Inner table-table join on the primary key (``KTable.join``).
+
+        The result row of a key is ``joiner(left_value, right_value)`` while both sides have
+        a value; when either side is deleted the result is deleted (a tombstone is emitted
+        if the result existed). Updates on either side update the result; output timestamp
+        = the larger of the two sides' timestamps. Follows Kafka Streams'
+        ``KTableKTableInnerJoin`` and its documented semantics table.
+        """
+        return self._join(other, joiner, "inner", name)
+
+    def left_join(
+        self,
+        other: KTable,
+        joiner: Callable[[Any, Any], Any],
+        *,
+        name: str | None = None,
+    ) -> KTable:
+        """Left table-table join: every left row, joined with the right row or ``None``."""
+        return self._join(other, joiner, "left", name)
+
+    def outer_join(
+        self,
+        other: KTable,
+        joiner: Callable[[Any, Any], Any],
+        *,
+        name: str | None = None,
+    ) -> KTable:
+        """Outer table-table join: a result row while either side has a value."""
+        return self._join(other, joiner, "outer", name)
+
+    def _join(
+        self, other: KTable, joiner: Callable[[Any, Any], Any], join_type: str, name: str | None
+    ) -> KTable:
+        if not isinstance(other, KTable):
+            raise TopologyError(
+                f"KTable.{_method(join_type)} joins another KTable; got {type(other).__name__}."
+            )
+        check_callable(joiner, f"KTable.{_method(join_type)} joiner", "left_value, right_value", 2)
+        if self._windows is not None or other._windows is not None:
+            raise TopologyError("Joins of windowed tables are not supported.")
+        node = add_join(
+            self._graph,
+            JoinKind.TABLE_TABLE,
+            join_type,
+            (self._node_name, other.node_name),
+            joiner=joiner,
+            prefix="KTABLE",
+            name=name,
+        )
+        return KTable(self._graph, node, key_serde=self._key_serde)
+
+
+class GlobalKTable:
+    """A table every instance reads in full (``StreamsBuilder.global_table``).
+
+    Joined from a stream with a ``key_selector`` (no co-partitioning needed); it cannot be
+    transformed. On Spark, stream records are redistributed by their lookup key to the
+    table's state, which gives the same results as Kafka Streams' full local copy.
+    """
+
+    def __init__(self, graph: GraphBuilder, node_name: str, key_serde: Serde | None) -> None:
+        self._graph = graph
+        self._node_name = node_name
+        self._key_serde = key_serde
+
+    @property
+    def node_name(self) -> str:
+        """Name of the node this table comes out of."""
+        return self._node_name
+
+    def __repr__(self) -> str:
+        return f"GlobalKTable({self._node_name})"
+
+
+def _method(join_type: str) -> str:
+    return {"inner": "join", "left": "left_join", "outer": "outer_join"}[join_type]
 
 
 def _noop(key: Any, value: Any) -> None:
     return None
-
-
-class _TableFilter:
-    def __init__(self, predicate: Callable[[Any, Any], bool], negate: bool) -> None:
-        self.predicate = predicate
-        self.negate = negate
-
-    def __call__(self, key: Any, value: Any) -> tuple[Any, Any]:
-        if value is None:
-            return key, None
-        keep = bool(self.predicate(key, value)) != self.negate
-        return key, value if keep else None
-
-
-class _TableMapValues:
-    def __init__(self, mapper: Callable[[Any], Any]) -> None:
-        self.mapper = mapper
-
-    def __call__(self, value: Any) -> Any:
-        return None if value is None else self.mapper(value)

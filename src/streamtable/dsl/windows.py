@@ -1,4 +1,4 @@
-"""Window specifications: ``TimeWindows`` (tumbling and hopping).
+"""Window specifications: ``TimeWindows`` (tumbling and hopping) and ``JoinWindows``.
 
 Durations are :class:`datetime.timedelta`; an ``int`` is taken as milliseconds.
 """
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from streamtable.errors import TopologyError
-from streamtable.topology.nodes import TimeWindowSpec
+from streamtable.topology.nodes import JoinWindowSpec, TimeWindowSpec
 
 
 def to_millis(d: timedelta | int, argument: str) -> int:
@@ -95,3 +95,87 @@ class TimeWindows:
     def windows_for(self, timestamp: int) -> list[int]:
         """Start times (ms) of the windows containing ``timestamp``."""
         return self.spec().windows_for(timestamp)
+
+
+@dataclass(frozen=True)
+class JoinWindows:
+    """The time bound of a stream-stream join (Kafka Streams' ``JoinWindows``), in ms.
+
+    A left record at ``t`` joins right records with ``t - before <= t' <= t + after`` (both
+    ends inclusive). Left/outer non-matches are emitted once the window has closed: stream
+    time (over both inputs) has passed the record's ``t + after + grace`` (left records) or
+    ``t + before + grace`` (right records), as in Kafka Streams 3.1+.
+
+    Examples
+    --------
+    >>> from datetime import timedelta
+    >>> w = JoinWindows.of_time_difference_and_grace(timedelta(seconds=10), timedelta(seconds=5))
+    >>> w.before_ms, w.after_ms, w.grace_ms
+    (10000, 10000, 5000)
+    >>> w.after(timedelta(0)).after_ms
+    0
+    """
+
+    before_ms: int
+    after_ms: int
+    grace_ms: int
+
+    @classmethod
+    def of_time_difference_with_no_grace(cls, difference: timedelta | int) -> JoinWindows:
+        """Records within ``difference`` of each other join; no grace.
+
+        Raises
+        ------
+        TopologyError
+            If ``difference`` is negative.
+        """
+        return cls.of_time_difference_and_grace(difference, timedelta(0))
+
+    @classmethod
+    def of_time_difference_and_grace(
+        cls, difference: timedelta | int, grace: timedelta | int
+    ) -> JoinWindows:
+        """Records within ``difference`` of each other join; late records up to ``grace``.
+
+        Raises
+        ------
+        TopologyError
+            If ``difference`` or ``grace`` is negative.
+        """
+        d = to_millis(difference, "JoinWindows time difference")
+        g = to_millis(grace, "JoinWindows grace")
+        if d < 0:
+            raise TopologyError(f"JoinWindows time difference must not be negative; got {d} ms.")
+        if g < 0:
+            raise TopologyError(f"JoinWindows grace must not be negative; got {g} ms.")
+        return cls(d, d, g)
+
+    def before(self, before: timedelta | int) -> JoinWindows:
+        """How far before a left record's timestamp right records may be (``before``).
+
+        Raises
+        ------
+        TopologyError
+            If the window would be empty (``before + after < 0``).
+        """
+        b = to_millis(before, "JoinWindows before")
+        if b + self.after_ms < 0:
+            raise TopologyError(f"JoinWindows before + after must not be negative; got {b} ms.")
+        return JoinWindows(b, self.after_ms, self.grace_ms)
+
+    def after(self, after: timedelta | int) -> JoinWindows:
+        """How far after a left record's timestamp right records may be (``after``).
+
+        Raises
+        ------
+        TopologyError
+            If the window would be empty (``before + after < 0``).
+        """
+        a = to_millis(after, "JoinWindows after")
+        if a + self.before_ms < 0:
+            raise TopologyError(f"JoinWindows before + after must not be negative; got {a} ms.")
+        return JoinWindows(self.before_ms, a, self.grace_ms)
+
+    def spec(self) -> JoinWindowSpec:
+        """The topology-level window specification."""
+        return JoinWindowSpec(self.before_ms, self.after_ms, self.grace_ms)

@@ -148,8 +148,8 @@ class KafkaStreams:
         admin = KafkaAdmin(
             cfg.bootstrap_servers, timeout_ms=cfg.request_timeout_ms, config=cfg.admin_config
         )
-        admin.require_topics(self.topology.source_topics, "Source")
-        partitions = admin.require_topics(self.topology.sink_topics, "Sink")
+        partitions = dict(admin.require_topics(self.topology.source_topics, "Source"))
+        partitions.update(admin.require_topics(self.topology.sink_topics, "Sink"))
         check_fingerprint(Path(cfg.checkpoint_dir), self.topology, cfg.application_id)
 
         from streamtable.compiler.frame import CompileContext

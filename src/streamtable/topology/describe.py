@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from streamtable.topology.nodes import GraphSnapshot, RepartitionNode, SinkNode, SourceNode
+from streamtable.topology.nodes import (
+    GraphSnapshot,
+    RepartitionNode,
+    SinkNode,
+    SourceNode,
+    TableSourceNode,
+)
 
 
 @dataclass
@@ -75,6 +81,12 @@ def _expand(graph: GraphSnapshot) -> dict[str, _DescNode]:
                 link(out_name[p], f.name)
             link(f.name, s.name)
             out_name[node.name] = src.name
+            continue
+        if isinstance(node, TableSourceNode):
+            src = add(_DescNode(node.source_name, "Source", topics=(node.topic,)))
+            d = add(_DescNode(node.name, "Processor", stores=node.stores))
+            link(src.name, d.name)
+            out_name[node.name] = d.name
             continue
         if isinstance(node, SourceNode):
             d = add(_DescNode(node.name, "Source", topics=node.topics))

@@ -13,6 +13,10 @@ module per core node (``streamtable.compiler``). Sugar such as ``filter_not``, `
 | :class:`MergeNode` | ``merge`` |
 | :class:`RepartitionNode` | ``repartition``, the implicit repartition of ``group_by`` |
 | :class:`AggregateNode` | ``count``, ``reduce``, ``aggregate`` (windowed or not) |
+| :class:`TableSourceNode` | ``StreamsBuilder.table``, ``StreamsBuilder.global_table`` |
+| :class:`TableOpNode` | KTable ``filter``/``filter_not``/``map_values``, ``group_by`` (re-keying) |
+| :class:`TableAggregateNode` | KGroupedTable ``count``, ``reduce``, ``aggregate`` |
+| :class:`JoinNode` | every ``join``/``left_join``/``outer_join`` |
 | :class:`SinkNode` | ``to`` |
 
 Nodes are immutable; a node refers to its parents by name.
@@ -173,6 +177,116 @@ class AggregateNode(Node):
     def stores(self) -> tuple[str, ...]:
         """The aggregation's state store."""
         return (self.store_name,)
+
+
+@dataclass(frozen=True, eq=False)
+class TableSourceNode(Node):
+    """Reads a topic as a table (``StreamsBuilder.table`` / ``global_table``).
+
+    Each record upserts its key; a null value (tombstone) deletes it. ``source_name`` is the
+    ``KSTREAM-SOURCE`` node Kafka Streams shows in front of the ``KTABLE-SOURCE`` processor.
+    ``history_retention_ms`` bounds the versions kept for timestamped (as-of) lookups by
+    stream-table joins (``None``: all versions are kept).
+    """
+
+    topic: str = ""
+    source_name: str = ""
+    key_serde: Serde | None = None
+    value_serde: Serde | None = None
+    store_name: str = ""
+    is_global: bool = False
+    history_retention_ms: int | None = None
+
+    @property
+    def stores(self) -> tuple[str, ...]:
+        """The table's state store."""
+        return (self.store_name,)
+
+
+class TableOpKind(str, Enum):
+    """How a :class:`TableOpNode` maps a table change (applied to new and old values alike)."""
+
+    FILTER = "filter"  #: ``fn(key, value) -> bool``; a failing value becomes ``None``
+    MAP_VALUES = "map_values"  #: ``fn(value) -> value``; never called for ``None``
+    GROUP_BY = "group_by"  #: ``fn(key, value) -> (key, value)``; feeds a table aggregation
+
+
+@dataclass(frozen=True, eq=False)
+class TableOpNode(Node):
+    """A stateless operation on a table's changes (Kafka Streams' ``KTableFilter``,
+    ``KTableMapValues``, ``KTableRepartitionMap``); see :class:`TableOpKind`.
+    """
+
+    kind: TableOpKind = TableOpKind.FILTER
+    fn: Callable[..., Any] | None = None
+    op_label: str = "FILTER"
+
+
+@dataclass(frozen=True, eq=False)
+class TableAggregateNode(Node):
+    """Aggregates a re-grouped table with an adder and a subtractor (``KTableAggregate``).
+
+    On an update of a source row the subtractor removes the old value from its old group
+    before the adder adds the new value to its new group; a tombstone only subtracts. A
+    subtractor result of ``None`` deletes the group (the next add starts from
+    ``initializer()``). ``reduce`` marks the reduce form: adder/subtractor take
+    ``(aggregate, value)`` and a group's first value is its aggregate.
+    """
+
+    store_name: str = ""
+    initializer: Callable[[], Any] | None = None
+    adder: Callable[..., Any] | None = None
+    subtractor: Callable[..., Any] | None = None
+    reduce: bool = False
+    key_serde: Serde | None = None
+    value_serde: Serde | None = None
+    op_label: str = "AGGREGATE"
+
+    @property
+    def stores(self) -> tuple[str, ...]:
+        """The aggregation's state store."""
+        return (self.store_name,)
+
+
+class JoinKind(str, Enum):
+    """Which operands a :class:`JoinNode` joins (parents: left first, then right)."""
+
+    STREAM_STREAM = "stream-stream"
+    STREAM_TABLE = "stream-table"
+    STREAM_GLOBAL_TABLE = "stream-globaltable"
+    TABLE_TABLE = "table-table"
+
+
+@dataclass(frozen=True)
+class JoinWindowSpec:
+    """A stream-stream join window: a left record at ``t`` matches right records with
+    ``t - before_ms <= t' <= t + after_ms``; ``grace_ms`` delays the window's close.
+    """
+
+    before_ms: int
+    after_ms: int
+    grace_ms: int
+
+
+@dataclass(frozen=True, eq=False)
+class JoinNode(Node):
+    """A join of two streams/tables; ``join_type`` is ``inner``, ``left`` or ``outer``.
+
+    ``joiner(left_value, right_value)``; ``key_selector(key, value)`` gives the lookup key of
+    a stream-GlobalKTable join; ``windows`` is set for stream-stream joins.
+    """
+
+    kind: JoinKind = JoinKind.STREAM_TABLE
+    join_type: str = "inner"
+    joiner: Callable[[Any, Any], Any] | None = None
+    key_selector: Callable[[Any, Any], Any] | None = None
+    windows: JoinWindowSpec | None = None
+    store_names: tuple[str, ...] = ()
+
+    @property
+    def stores(self) -> tuple[str, ...]:
+        """The join's state stores."""
+        return self.store_names
 
 
 @dataclass(frozen=True, eq=False)

@@ -9,10 +9,13 @@ from streamtable.topology.describe import TopologyDescription, describe
 from streamtable.topology.nodes import (
     AggregateNode,
     GraphSnapshot,
+    JoinNode,
     Node,
     RepartitionNode,
     SinkNode,
     SourceNode,
+    TableAggregateNode,
+    TableSourceNode,
 )
 
 
@@ -35,9 +38,12 @@ class Topology:
     def source_topics(self) -> tuple[str, ...]:
         """Every user topic the topology reads, in first-use order."""
         seen: dict[str, None] = {}
-        for node in self._graph.of_type(SourceNode):
-            for t in node.topics:
-                seen.setdefault(t, None)
+        for node in self._graph.nodes:
+            if isinstance(node, SourceNode):
+                for t in node.topics:
+                    seen.setdefault(t, None)
+            elif isinstance(node, TableSourceNode):
+                seen.setdefault(node.topic, None)
         return tuple(seen)
 
     @property
@@ -71,6 +77,8 @@ class Topology:
                         "windows": None if w is None else [w.size_ms, w.advance_ms, w.grace_ms],
                     }
                 )
+            elif isinstance(n, TableSourceNode | TableAggregateNode | JoinNode):
+                stateful.append({"store": list(n.stores), "kind": type(n).__name__})
             elif isinstance(n, RepartitionNode):
                 stateful.append({"repartition": n.topic_name})
         # the compiler's state layout (paged Python aggregations) is part of the checkpoint too

@@ -1,0 +1,167 @@
+"""Lowering of ``JoinNode``: every join is one paged operator over both inputs (tagged by
+side), so ordering across the two topics is decided by timestamps, not by read order.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
+
+from streamtable.compiler.codecs import PickleCodec
+from streamtable.compiler.frame import CompileContext, Frame
+from streamtable.compiler.lower.paged import frame_columns_only, run_paged
+from streamtable.compiler.lower.record_ops import convert, validated
+from streamtable.compiler.metrics import count_and_drop
+from streamtable.compiler.paged.join_kernels import (
+    StreamStreamJoinKernel,
+    StreamTableJoinKernel,
+    TableTableJoinKernel,
+)
+from streamtable.compiler.paged.stages import LOOKUP_DDL, LookupKeyStage
+from streamtable.errors import TopologyError
+from streamtable.topology.nodes import (
+    AggregateNode,
+    JoinKind,
+    JoinNode,
+    MergeNode,
+    Node,
+    RecordOpNode,
+    SourceNode,
+    TableOpKind,
+    TableOpNode,
+    TableSourceNode,
+)
+
+if TYPE_CHECKING:
+    from streamtable.compiler.plan import Lowerer
+
+
+def lower_join(lowerer: Lowerer, node: JoinNode) -> Frame:
+    """Compile ``node``; see :mod:`streamtable.compiler.paged.join_kernels` for semantics.
+
+    Raises
+    ------
+    TopologyError
+        If co-partitioned inputs are read from topics with different partition counts
+        (Kafka Streams refuses such a topology too).
+    """
+    ctx = lowerer.ctx
+    if node.kind is not JoinKind.STREAM_GLOBAL_TABLE:
+        check_copartitioned(lowerer, node)
+    left = validated(ctx, lowerer.lower(node.parents[0]))
+    right = validated(ctx, lowerer.lower(node.parents[1]))
+    assert node.joiner is not None
+    if node.kind is JoinKind.TABLE_TABLE:
+        right = convert(ctx, right, left.key_codec, None)
+        kernel = TableTableJoinKernel(
+            node.name, node.join_type, node.joiner, left.value_codec, right.value_codec
+        )
+        df = frame_columns_only(run_paged(ctx, [left, right], kernel))
+        return Frame(df, left.key_codec, PickleCodec(), stateful=True)
+
+    stream = count_and_drop(
+        ctx,
+        left.df,
+        {"null_key": F.col("key").isNull(), "null_value": F.col("value").isNull()},
+    )
+    left = left.with_(df=stream)
+    if node.kind is JoinKind.STREAM_STREAM:
+        right = convert(ctx, right, left.key_codec, None)
+        right = right.with_(
+            df=count_and_drop(
+                ctx,
+                right.df,
+                {"null_key": F.col("key").isNull(), "null_value": F.col("value").isNull()},
+            )
+        )
+        w = node.windows
+        assert w is not None
+        kernel = StreamStreamJoinKernel(
+            node.name, node.join_type, node.joiner, left.value_codec, right.value_codec, w
+        )
+        df = run_paged(
+            ctx,
+            [left, right],
+            kernel,
+            drop_reasons=("late",),
+            watermark_delay_ms=w.before_ms + w.after_ms + w.grace_ms,
+        )
+        return Frame(frame_columns_only(df), left.key_codec, PickleCodec(), stateful=True)
+
+    history = _history_ms(lowerer, node.parents[1])
+    if node.kind is JoinKind.STREAM_GLOBAL_TABLE:
+        assert node.key_selector is not None
+        stage = LookupKeyStage(
+            node.key_selector, node.name, left.key_codec, left.value_codec, right.key_codec
+        )
+        looked_up = left.df.mapInArrow(stage, LOOKUP_DDL)
+        looked_up = count_and_drop(ctx, looked_up, {"null_lookup_key": F.col("group_key").isNull()})
+        left = left.with_(df=looked_up)
+    else:
+        left = convert(ctx, left, right.key_codec, None)
+    kernel = StreamTableJoinKernel(
+        node.name,
+        node.join_type,
+        node.joiner,
+        left.value_codec,
+        right.value_codec,
+        history,
+        as_of=node.kind is JoinKind.STREAM_TABLE,
+    )
+    df = frame_columns_only(run_paged(ctx, [left, right], kernel))
+    return Frame(df, left.key_codec, PickleCodec(), stateful=True)
+
+
+def _history_ms(lowerer: Lowerer, name: str) -> int | None:
+    node = lowerer.nodes[name]
+    while isinstance(node, TableOpNode):
+        node = lowerer.nodes[node.parents[0]]
+    return node.history_retention_ms if isinstance(node, TableSourceNode) else None
+
+
+def copartition_topics(nodes: dict[str, Node], name: str) -> set[str] | None:
+    """The source topics whose partitioning ``name``'s records still have, or ``None`` when
+    they were redistributed (repartition, aggregation, key change) on the way.
+    """
+    node = nodes[name]
+    if isinstance(node, SourceNode):
+        return set(node.topics)
+    if isinstance(node, TableSourceNode):
+        return {node.topic}
+    if isinstance(node, RecordOpNode) and node.changes_key:
+        return None
+    if isinstance(node, TableOpNode) and node.kind is TableOpKind.GROUP_BY:
+        return None
+    if isinstance(node, RecordOpNode | TableOpNode | MergeNode):
+        out: set[str] = set()
+        for p in node.parents:
+            topics = copartition_topics(nodes, p)
+            if topics is None:
+                return None
+            out |= topics
+        return out
+    if isinstance(node, AggregateNode | JoinNode):
+        return None
+    return None
+
+
+def check_copartitioned(lowerer: Lowerer, node: JoinNode) -> None:
+    """Kafka Streams' co-partitioning check: both inputs' topics must have equal partition
+    counts (it cannot check the partitioners; murmur2 of the key bytes is assumed).
+    """
+    ctx: CompileContext = lowerer.ctx
+    sides = [copartition_topics(lowerer.nodes, p) for p in node.parents]
+    if any(s is None for s in sides):
+        return
+    topics = sorted(set().union(*sides))  # type: ignore[arg-type]
+    counts = {t: ctx.topic_partitions.get(t) for t in topics}
+    if len({c for c in counts.values() if c is not None}) > 1:
+        listed = ", ".join(f"{t} ({c} partitions)" for t, c in counts.items())
+        raise TopologyError(
+            f"Join {node.name!r} needs co-partitioned inputs, but its topics have different "
+            f"partition counts: {listed}. Kafka Streams refuses this topology too. Give the "
+            "topics the same number of partitions, or repartition one side first "
+            "(KStream.repartition(num_partitions=...), or to_stream().repartition() for a "
+            "table)."
+        )

@@ -1,0 +1,159 @@
+"""Lowering of tables: ``TableSourceNode``, ``TableOpNode`` and ``TableAggregateNode``.
+
+A table is compiled in one of two forms, chosen by its consumer:
+
+- *upserts* (joins, ``to_stream``, sinks): the topic's records as they are — each one an
+  upsert or a tombstone of its key. Joins keep the table state they need themselves, so no
+  extra stateful stage runs.
+- *changes* (``group_by`` aggregations, which need the value each update replaces): the
+  table is materialized by a paged :class:`~streamtable.compiler.paged.table_kernels.
+  TableSourceKernel`, which emits ``(key, new, old)`` per updated key and micro-batch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import functions as F
+
+from streamtable.compiler.codecs import PickleCodec, SerdeCodec, codec_for
+from streamtable.compiler.frame import CompileContext, Frame
+from streamtable.compiler.lower.paged import frame_columns_only, run_paged
+from streamtable.compiler.lower.record_ops import run_stage, validated
+from streamtable.compiler.lower.source import lower_source
+from streamtable.compiler.metrics import count_and_drop
+from streamtable.compiler.paged.stages import (
+    CHANGE_DDL,
+    REGROUP_DDL,
+    RegroupStage,
+    TableOpStage,
+    apply_table_op,
+)
+from streamtable.compiler.paged.table_kernels import TableAggregateKernel, TableSourceKernel
+from streamtable.compiler.record_stage import StageOp
+from streamtable.errors import TopologyError
+from streamtable.topology.nodes import (
+    Node,
+    RecordOpKind,
+    RepartitionNode,
+    SourceNode,
+    TableAggregateNode,
+    TableOpKind,
+    TableOpNode,
+    TableSourceNode,
+)
+
+if TYPE_CHECKING:
+    from streamtable.compiler.plan import Lowerer
+
+
+def lower_table_upserts(ctx: CompileContext, node: TableSourceNode) -> Frame:
+    """The table's topic as upserts, deserialized (validated) once; null keys are dropped
+    and counted (Kafka Streams' ``KTableSource`` skips them).
+    """
+    source = SourceNode(
+        node.name,
+        (),
+        topics=(node.topic,),
+        key_serde=node.key_serde,
+        value_serde=node.value_serde,
+    )
+    frame = validated(ctx, lower_source(ctx, source))
+    df = count_and_drop(ctx, frame.df, {"null_key": F.col("key").isNull()})
+    return frame.with_(df=df)
+
+
+class _UpsertTableOp:
+    """A table operation on an upsert record, as a record-stage ``map``."""
+
+    def __init__(self, kind: TableOpKind, fn: Any) -> None:
+        self.kind = kind
+        self.fn = fn
+
+    def __call__(self, key: Any, value: Any) -> tuple[Any, Any]:
+        return key, apply_table_op(self.kind, self.fn, key, value)
+
+
+def lower_table_op_upserts(ctx: CompileContext, node: TableOpNode, parent: Frame) -> Frame:
+    """``filter``/``map_values`` on upserts: a failing or deleted row becomes a tombstone."""
+    if node.kind is TableOpKind.GROUP_BY:
+        raise TopologyError(f"{node.name!r}: KTable.group_by must be followed by an aggregation.")
+    op = StageOp(RecordOpKind.MAP, _UpsertTableOp(node.kind, node.fn), node.name)
+    return run_stage(ctx, parent, (op,), want_key=parent.key_codec)
+
+
+def lower_table_changes(lowerer: Lowerer, name: str) -> Frame:
+    """The changes ``(key, new, old)`` of table ``name`` (see module doc).
+
+    Raises
+    ------
+    TopologyError
+        For a table whose changes cannot be computed yet (an aggregation or join result).
+    """
+    ctx = lowerer.ctx
+    node: Node = lowerer.nodes[name]
+    if isinstance(node, TableSourceNode):
+        upserts = lower_table_upserts(ctx, node)
+        df = run_paged(ctx, [upserts], TableSourceKernel())
+        return Frame(df, upserts.key_codec, upserts.value_codec, stateful=True)
+    if isinstance(node, RepartitionNode):
+        return lower_table_changes(lowerer, node.parents[0])
+    if isinstance(node, TableOpNode) and node.kind is not TableOpKind.GROUP_BY:
+        chain = [node]
+        while True:
+            parent = lowerer.nodes[chain[-1].parents[0]]
+            if isinstance(parent, TableOpNode) and parent.kind is not TableOpKind.GROUP_BY:
+                chain.append(parent)
+            else:
+                break
+        chain.reverse()
+        base = lower_table_changes(lowerer, chain[0].parents[0])
+        stage = TableOpStage(
+            tuple((n.kind, n.fn, n.name) for n in chain), base.key_codec, base.value_codec
+        )
+        df = base.df.mapInArrow(stage, CHANGE_DDL)
+        return Frame(df, base.key_codec, PickleCodec(), stateful=True)
+    raise TopologyError(
+        f"KTable.group_by reads the table of {name!r} ({type(node).__name__}); re-grouping "
+        "is supported for tables read from a topic (StreamsBuilder.table) and their filter/"
+        "map_values, not yet for aggregation or join results. Write that table to a topic "
+        "and read it with StreamsBuilder.table."
+    )
+
+
+def lower_table_aggregate(lowerer: Lowerer, node: TableAggregateNode) -> Frame:
+    """``KTable.group_by(...).aggregate/reduce/count``: re-group the changes, then fold them
+    with the adder and subtractor per group (paged ``TableAggregateKernel``).
+    """
+    ctx = lowerer.ctx
+    rep = lowerer.nodes[node.parents[0]]
+    select = lowerer.nodes[rep.parents[0]]
+    assert isinstance(select, TableOpNode) and select.kind is TableOpKind.GROUP_BY
+    changes = lower_table_changes(lowerer, select.parents[0])
+    out_key = codec_for(node.key_serde or ctx.config.default_key_serde)
+    stage = RegroupStage(
+        select.fn,
+        select.name,
+        changes.key_codec,
+        changes.value_codec,
+        out_key,  # type: ignore[arg-type]
+    )
+    df = changes.df.mapInArrow(stage, REGROUP_DDL)
+    df = count_and_drop(ctx, df, {"null_key": F.col("dropped") == F.lit("null_key")})
+    regrouped = Frame(df.drop("dropped"), out_key, PickleCodec(), stateful=True)
+    kernel = TableAggregateKernel(
+        node.name, out_key, node.initializer, node.adder, node.subtractor, node.reduce
+    )
+    out = frame_columns_only(run_paged(ctx, [regrouped], kernel))
+    return Frame(out, out_key, PickleCodec(), stateful=True)
+
+
+def table_key_codec(ctx: CompileContext, node: TableSourceNode) -> SerdeCodec:
+    """How a table's keys are encoded (joins encode the other side's keys the same way)."""
+    serde = node.key_serde or ctx.config.default_key_serde
+    if serde is None:
+        raise TopologyError(
+            f"Table {node.name!r} (topic {node.topic!r}) has no key serde: pass key_serde= "
+            "or set 'default.key.serde'."
+        )
+    return SerdeCodec(serde)

@@ -1,0 +1,288 @@
+"""Join kernels: stream-table (temporal), stream-GlobalKTable and table-table joins.
+
+Inputs are told apart by ``Rec.side``: 0 = the left operand (the stream), 1 = the right.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import pickle
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from streamtable.compiler.codecs import Codec
+from streamtable.compiler.paged.records import Out, Rec, source_order
+from streamtable.compiler.paged.user_code import call_user
+
+STREAM, TABLE = 0, 1
+LEFT, RIGHT = 0, 1
+
+
+def _decode(codec: Codec, data: bytes | None) -> Any:
+    return None if data is None else codec.decode_many([data])[0]
+
+
+@dataclass
+class StreamTableJoinKernel:
+    """A stream joined with a table *as of* each stream record's timestamp.
+
+    The table side keeps versions ``[(ts, value bytes or None for a tombstone)]`` per key
+    (Kafka Streams' versioned key-value store). Per micro-batch, the table updates of a key
+    are applied first, then each stream record (in timestamp order) looks up the latest
+    version with ``ts <= its own``: the result does not depend on the order in which the two
+    topics' records were read within the batch. Inner joins emit only on a match; left joins
+    emit ``joiner(value, None)`` otherwise. Output: the stream record's key and timestamp.
+
+    Versions older than ``history_ms`` before the largest table timestamp seen are pruned,
+    except the latest of them (it is still valid at the cutoff).
+
+    >>> from streamtable.compiler.codecs import PickleCodec
+    >>> k = StreamTableJoinKernel("J", "inner", lambda s, t: f"{s}+{t}", PickleCodec(),
+    ...                           PickleCodec(), None)
+    >>> p = lambda v: pickle.dumps(v)
+    >>> recs = [Rec(5, "t", 0, 0, 0, TABLE, b"k", p("a")), Rec(9, "t", 0, 1, 0, TABLE, b"k",
+    ...         p("b")), Rec(7, "s", 0, 0, 0, STREAM, b"k", p("x"))]
+    >>> entry, outs = k.process(b"k", sorted(recs), None, {})
+    >>> [pickle.loads(o.value) for o in outs]
+    ['x+a']
+    """
+
+    node_name: str
+    join_type: str
+    joiner: Callable[[Any, Any], Any]
+    stream_codec: Codec
+    table_codec: Codec
+    history_ms: int | None
+    as_of: bool = True
+    drops: dict[str, int] = field(default_factory=dict)
+
+    def process(
+        self, gk: bytes, records: list[Rec], entry: Any, meta: dict[str, Any]
+    ) -> tuple[Any, list[Out]]:
+        """Apply the key's table updates, then join its stream records."""
+        if not self.as_of:
+            return self._latest(records, entry)
+        versions: list[tuple[int, bytes | None]] = list(entry) if entry else []
+        table_time = meta.get("table_time")
+        for rec in sorted((r for r in records if r.side == TABLE), key=source_order):
+            i = bisect.bisect_left(versions, rec.ts, key=lambda v: v[0])
+            if i < len(versions) and versions[i][0] == rec.ts:
+                versions[i] = (rec.ts, rec.value)
+            else:
+                versions.insert(i, (rec.ts, rec.value))
+            table_time = rec.ts if table_time is None else max(table_time, rec.ts)
+        if table_time is not None:
+            meta["table_time"] = table_time
+        outs = []
+        for rec in records:
+            if rec.side != STREAM:
+                continue
+            i = bisect.bisect_right(versions, rec.ts, key=lambda v: v[0])
+            found = versions[i - 1][1] if i else None
+            if found is None and self.join_type == "inner":
+                continue
+            s = _decode(self.stream_codec, rec.value)
+            t = _decode(self.table_codec, found)
+            joined = call_user(self.joiner, (s, t), self.node_name, "joiner", rec)
+            outs.append(Out.of(rec, rec.key, pickle.dumps(joined, protocol=5)))
+        versions = self._prune(versions, table_time)
+        return (versions or None), outs
+
+    def _latest(self, records: list[Rec], entry: Any) -> tuple[Any, list[Out]]:
+        """GlobalKTable lookups: the latest value in offset order, whatever its timestamp
+        (Kafka Streams' global tables are not time-synchronized with the stream)."""
+        value = entry
+        for rec in sorted((r for r in records if r.side == TABLE), key=source_order):
+            value = rec.value
+        outs = []
+        for rec in records:
+            if rec.side != STREAM or (value is None and self.join_type == "inner"):
+                continue
+            s = _decode(self.stream_codec, rec.value)
+            t = _decode(self.table_codec, value)
+            joined = call_user(self.joiner, (s, t), self.node_name, "joiner", rec)
+            outs.append(Out.of(rec, rec.key, pickle.dumps(joined, protocol=5)))
+        return value, outs
+
+    def _prune(
+        self, versions: list[tuple[int, bytes | None]], table_time: int | None
+    ) -> list[tuple[int, bytes | None]]:
+        if self.history_ms is None or table_time is None or not versions:
+            return versions
+        cutoff = table_time - self.history_ms
+        i = bisect.bisect_right(versions, cutoff, key=lambda v: v[0])
+        kept = versions[max(i - 1, 0) :]
+        if len(kept) == 1 and kept[0][1] is None:
+            return []
+        return kept
+
+
+@dataclass
+class TableTableJoinKernel:
+    """A primary-key join of two tables (``KTableKTable{Inner,Left,Outer}Join``).
+
+    Per key the latest value of each side is kept. Each update (the two sides merged in
+    timestamp order, each side in offset order) produces the result Kafka Streams' join
+    processors forward:
+
+    - inner: nothing while the other side is absent; else ``joiner(l, r)``, or a tombstone
+      when the updated side was deleted;
+    - left: a left update always emits (``joiner(l, r or None)`` or a tombstone); a right
+      update emits only while the left side exists;
+    - outer: ``joiner(l, r)`` with ``None`` for an absent side, or a tombstone when both are
+      absent.
+
+    Only the last result per key and micro-batch is emitted (record-cache coalescing).
+    Output ts = max of the two sides' timestamps.
+    """
+
+    node_name: str
+    join_type: str
+    joiner: Callable[[Any, Any], Any]
+    left_codec: Codec
+    right_codec: Codec
+    drops: dict[str, int] = field(default_factory=dict)
+
+    def process(
+        self, gk: bytes, records: list[Rec], entry: Any, meta: dict[str, Any]
+    ) -> tuple[Any, list[Out]]:
+        """Apply the key's updates of both sides and emit the last join result."""
+        lv, lts, rv, rts = entry if entry is not None else (None, None, None, None)
+        sides = [sorted((r for r in records if r.side == s), key=source_order) for s in (0, 1)]
+        result: Out | None = None
+        for rec in heapq.merge(*sides, key=lambda r: r.ts):
+            if rec.side == LEFT:
+                lv, lts = rec.value, rec.ts
+            else:
+                rv, rts = rec.value, rec.ts
+            emitted = self._emit(rec, lv, rv, max(t for t in (lts, rts) if t is not None))
+            if emitted is not None:
+                result = emitted
+        new_entry = None if lv is None and rv is None else (lv, lts, rv, rts)
+        return new_entry, [] if result is None else [result]
+
+    def _emit(self, rec: Rec, lv: bytes | None, rv: bytes | None, ts: int) -> Out | None:
+        jt = self.join_type
+        updated, other = (lv, rv) if rec.side == LEFT else (rv, lv)
+        if jt == "inner":
+            if other is None:
+                return None
+            if updated is None:
+                return Out.of(rec, rec.key, None, ts=ts)
+        elif jt == "left":
+            if rec.side == RIGHT and lv is None:
+                return None
+            if lv is None:
+                return Out.of(rec, rec.key, None, ts=ts)
+        elif lv is None and rv is None:
+            return Out.of(rec, rec.key, None, ts=ts)
+        lo = _decode(self.left_codec, lv)
+        ro = _decode(self.right_codec, rv)
+        joined = call_user(self.joiner, (lo, ro), self.node_name, "joiner", rec)
+        return Out.of(rec, rec.key, pickle.dumps(joined, protocol=5), ts=ts)
+
+
+@dataclass
+class StreamStreamJoinKernel:
+    """A windowed stream-stream join (``KStreamKStreamJoin`` with KAFKA-10847's outer fix).
+
+    Each record joins every buffered record of the other side in its window (left at ``t``
+    matches right at ``t - before <= t' <= t + after``), one output per pair with ts = the
+    larger timestamp. Left/outer non-matches wait until stream time passes the window's close
+    (``t + after + grace`` for left records, ``t' + before + grace`` for right records) and
+    are then emitted once as ``joiner(v, None)`` / ``joiner(None, v)``. A record whose window
+    has already closed on arrival is dropped and counted as ``late``.
+
+    Stream time is the largest timestamp seen by the page, or Spark's watermark plus the
+    operator's delay when that is larger (the watermark covers every page). Page timers
+    emit pending non-matches when no new records arrive.
+    """
+
+    node_name: str
+    join_type: str
+    joiner: Callable[[Any, Any], Any]
+    left_codec: Codec
+    right_codec: Codec
+    windows: Any
+    drops: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def delay_ms(self) -> int:
+        """The watermark delay this kernel is run with."""
+        w = self.windows
+        return w.before_ms + w.after_ms + w.grace_ms
+
+    def _close(self, side: int, ts: int) -> int:
+        w = self.windows
+        return ts + (w.after_ms if side == LEFT else w.before_ms) + w.grace_ms
+
+    def process(
+        self, gk: bytes, records: list[Rec], entry: Any, meta: dict[str, Any]
+    ) -> tuple[Any, list[Out]]:
+        """Join the key's records of this batch with the buffered ones."""
+        w = self.windows
+        buf: list[list[Any]] = entry if entry is not None else []  # [rec, matched]
+        outs = []
+        for rec in records:
+            st = max(meta.get("stream_time", rec.ts), rec.ts)
+            meta["stream_time"] = st
+            if self._close(rec.side, rec.ts) < st:
+                self.drops["late"] = self.drops.get("late", 0) + 1
+                continue
+            item = [rec, False]
+            for other in buf:
+                o = other[0]
+                if o.side == rec.side:
+                    continue
+                lt, rt = (rec.ts, o.ts) if rec.side == LEFT else (o.ts, rec.ts)
+                if lt - w.before_ms <= rt <= lt + w.after_ms:
+                    lrec, rrec = (rec, o) if rec.side == LEFT else (o, rec)
+                    outs.append(self._joined(rec, lrec.value, rrec.value, max(lt, rt)))
+                    item[1] = True
+                    other[1] = True
+            buf.append(item)
+        return (buf or None), outs
+
+    def _joined(self, rec: Rec, lv: bytes | None, rv: bytes | None, ts: int) -> Out:
+        lo = _decode(self.left_codec, lv)
+        ro = _decode(self.right_codec, rv)
+        joined = call_user(self.joiner, (lo, ro), self.node_name, "joiner", rec)
+        return Out.of(rec, rec.key, pickle.dumps(joined, protocol=5), ts=ts)
+
+    def after_batch(
+        self, entries: dict[bytes, Any], meta: dict[str, Any], watermark: int
+    ) -> list[Out]:
+        """Emit closed windows' non-matches, evict expired records, set the next timer."""
+        st = meta.get("stream_time")
+        if watermark > 0:
+            st = max(st or 0, watermark + self.delay_ms)
+            meta["stream_time"] = st
+        if st is None:
+            return []
+        outs = []
+        next_close = None
+        for gk in list(entries):
+            kept = []
+            for item in entries[gk]:
+                rec, matched = item
+                closed = self._close(rec.side, rec.ts) < st
+                if closed and not matched and self._emits_unmatched(rec.side):
+                    lv, rv = (rec.value, None) if rec.side == LEFT else (None, rec.value)
+                    outs.append(self._joined(rec, lv, rv, rec.ts))
+                    item[1] = True
+                if rec.ts >= st - self.delay_ms:
+                    kept.append(item)
+                    if not item[1] and self._emits_unmatched(rec.side):
+                        c = self._close(rec.side, rec.ts)
+                        next_close = c if next_close is None else min(next_close, c)
+            if kept:
+                entries[gk] = kept
+            else:
+                del entries[gk]
+        meta["next_timer"] = None if next_close is None else next_close + 1 - self.delay_ms
+        return outs
+
+    def _emits_unmatched(self, side: int) -> bool:
+        return self.join_type == "outer" or (self.join_type == "left" and side == LEFT)

@@ -1,0 +1,64 @@
+"""The record tuple kernels receive, and the rows they emit."""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+
+class Rec(NamedTuple):
+    """One input record of a kernel; tuples sort by (ts, topic, partition, offset, seq, side).
+
+    ``side`` tells the inputs of a join apart (0 = left/stream, 1 = right/table); ``key`` is
+    the record's own key (a stream record's key in a GlobalKTable join, where records are
+    grouped by the lookup key); ``value``/``old`` are encoded bytes (``old``: the value before
+    a table change, when the input carries it).
+    """
+
+    ts: int
+    topic: str
+    partition: int
+    offset: int
+    seq: int
+    side: int
+    key: bytes | None
+    value: bytes | None
+    old: bytes | None = None
+
+
+class Out(NamedTuple):
+    """One output row: a record or a table change (``old`` set when the kernel tracks it)."""
+
+    key: bytes | None
+    value: bytes | None
+    old: bytes | None
+    ts: int
+    topic: str | None = None
+    partition: int | None = None
+    offset: int | None = None
+    seq: int = 0
+
+    @classmethod
+    def of(
+        cls,
+        rec: Rec,
+        key: bytes | None,
+        value: bytes | None,
+        old: bytes | None = None,
+        ts: int | None = None,
+    ) -> Out:
+        """An output carrying ``rec``'s coordinates (so downstream order stays defined)."""
+        return cls(
+            key,
+            value,
+            old,
+            rec.ts if ts is None else ts,
+            rec.topic,
+            rec.partition,
+            rec.offset,
+            rec.seq,
+        )
+
+
+def source_order(rec: Rec) -> tuple[Any, ...]:
+    """Offset order: how Kafka Streams applies the updates of one table partition."""
+    return (rec.topic, rec.partition, rec.offset, rec.seq)

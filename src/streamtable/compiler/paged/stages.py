@@ -1,0 +1,195 @@
+"""Python stages (``mapInArrow``) around paged operators: table ops on changes, re-grouping
+a table for an aggregation, and computing GlobalKTable lookup keys.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from streamtable.compiler.codecs import Codec
+from streamtable.compiler.paged.records import Rec
+from streamtable.compiler.paged.table_kernels import ADD, SUBTRACT
+from streamtable.compiler.paged.user_code import call_user
+from streamtable.topology.nodes import TableOpKind
+
+#: A frame whose ``old`` column holds the value before each change.
+CHANGE_DDL = (
+    "key binary, value binary, ts bigint, partition int, offset bigint, seq bigint, "
+    "topic string, old binary"
+)
+LOOKUP_DDL = (
+    "key binary, value binary, ts bigint, partition int, offset bigint, seq bigint, "
+    "topic string, group_key binary"
+)
+_FRAME = ("key", "value", "ts", "partition", "offset", "seq", "topic")
+
+
+def _columns(batch: pa.RecordBatch) -> dict[str, list[Any]]:
+    return {n: batch.column(i).to_pylist() for i, n in enumerate(batch.schema.names)}
+
+
+def _rec(col: dict[str, list[Any]], i: int) -> Rec:
+    return Rec(
+        col["ts"][i],
+        col["topic"][i] or "",
+        col["partition"][i] or 0,
+        col["offset"][i] or 0,
+        col["seq"][i] or 0,
+        0,
+        col["key"][i],
+        col["value"][i],
+    )
+
+
+def apply_table_op(kind: TableOpKind, fn: Callable[..., Any], key: Any, value: Any) -> Any:
+    """A table operation on one value: ``None`` (absent) stays ``None``, the function is
+    never called for it (Kafka Streams' ``KTableFilter``/``KTableMapValues``).
+    """
+    if value is None:
+        return None
+    if kind is TableOpKind.FILTER:
+        return value if fn(key, value) else None
+    return fn(value)
+
+
+@dataclass(frozen=True)
+class TableOpStage:
+    """A chain of table operations applied to new and old values of each change.
+
+    Output: :data:`CHANGE_DDL`, values pickled. A change whose new and old values are both
+    ``None`` afterwards is not forwarded (Kafka Streams with old values enabled).
+    """
+
+    ops: tuple[tuple[TableOpKind, Callable[..., Any], str], ...]
+    key_codec: Codec
+    value_codec: Codec
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Apply the chain to every change of every batch."""
+        for batch in batches:
+            col = _columns(batch)
+            keep: list[int] = []
+            news: list[bytes | None] = []
+            olds: list[bytes | None] = []
+            keys = self.key_codec.decode_many(col["key"])
+            for i, k in enumerate(keys):
+                rec = _rec(col, i)
+                vals = [self._decode(col["value"][i]), self._decode(col["old"][i])]
+                for kind, fn, node in self.ops:
+                    vals = [
+                        call_user(apply_table_op, (kind, fn, k, v), node, kind.value, rec)
+                        for v in vals
+                    ]
+                if vals[0] is None and vals[1] is None:
+                    continue
+                keep.append(i)
+                news.append(None if vals[0] is None else pickle.dumps(vals[0], protocol=5))
+                olds.append(None if vals[1] is None else pickle.dumps(vals[1], protocol=5))
+            idx = pa.array(keep, pa.int64())
+            arrays = [batch.column(batch.schema.get_field_index(n)).take(idx) for n in _FRAME]
+            arrays[1] = pa.array(news, pa.binary())
+            yield pa.RecordBatch.from_arrays(
+                [*arrays, pa.array(olds, pa.binary())], names=[*_FRAME, "old"]
+            )
+
+    def _decode(self, data: bytes | None) -> Any:
+        return None if data is None else self.value_codec.decode_many([data])[0]
+
+
+@dataclass(frozen=True)
+class RegroupStage:
+    """``KTable.group_by``: each change becomes a subtraction from the old group and an
+    addition to the new one (in that order), keyed by the new key encoded with ``out_key``.
+
+    Values become ``pickle((op, value))``; ``seq`` = 2 * seq + op keeps the order. Changes
+    mapped to a ``None`` key are dropped (``dropped`` = ``"null_key"``).
+    """
+
+    selector: Callable[[Any, Any], tuple[Any, Any]]
+    node_name: str
+    key_codec: Codec
+    value_codec: Codec
+    out_key: Codec
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Re-group every change of every batch."""
+        for batch in batches:
+            col = _columns(batch)
+            keys = self.key_codec.decode_many(col["key"])
+            rows: dict[str, list[Any]] = {n: [] for n in (*_FRAME, "dropped")}
+            for i, k in enumerate(keys):
+                rec = _rec(col, i)
+                for op, data in ((SUBTRACT, col["old"][i]), (ADD, col["value"][i])):
+                    if data is None:
+                        continue
+                    v = self.value_codec.decode_many([data])[0]
+                    pair = call_user(self.selector, (k, v), self.node_name, "group_by", rec)
+                    if not isinstance(pair, tuple) or len(pair) != 2:
+                        raise TypeError(
+                            f"KTable.group_by selector of {self.node_name!r} must return a "
+                            f"(key, value) tuple; got {pair!r}."
+                        )
+                    nk, nv = pair
+                    rows["key"].append(None if nk is None else self.out_key.encode_many([nk])[0])
+                    rows["value"].append(pickle.dumps((op, nv), protocol=5))
+                    rows["ts"].append(col["ts"][i])
+                    rows["partition"].append(col["partition"][i])
+                    rows["offset"].append(col["offset"][i])
+                    rows["seq"].append(2 * (col["seq"][i] or 0) + op)
+                    rows["topic"].append(col["topic"][i])
+                    rows["dropped"].append("null_key" if nk is None else None)
+            yield pa.RecordBatch.from_pydict(rows, schema=_regroup_schema())
+
+
+def _regroup_schema() -> pa.Schema:
+    return pa.schema(
+        [
+            ("key", pa.binary()),
+            ("value", pa.binary()),
+            ("ts", pa.int64()),
+            ("partition", pa.int32()),
+            ("offset", pa.int64()),
+            ("seq", pa.int64()),
+            ("topic", pa.string()),
+            ("dropped", pa.string()),
+        ]
+    )
+
+
+REGROUP_DDL = (
+    "key binary, value binary, ts bigint, partition int, offset bigint, seq bigint, "
+    "topic string, dropped string"
+)
+
+
+@dataclass(frozen=True)
+class LookupKeyStage:
+    """The GlobalKTable lookup key ``key_selector(key, value)`` of each stream record,
+    encoded like the table's keys, in a ``group_key`` column (``None`` when it is null).
+    """
+
+    selector: Callable[[Any, Any], Any]
+    node_name: str
+    key_codec: Codec
+    value_codec: Codec
+    out_key: Codec
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Add the lookup key column to every batch."""
+        for batch in batches:
+            col = _columns(batch)
+            keys = self.key_codec.decode_many(col["key"])
+            values = self.value_codec.decode_many(col["value"])
+            lookup = []
+            for i, (k, v) in enumerate(zip(keys, values, strict=True)):
+                lk = call_user(self.selector, (k, v), self.node_name, "key_selector", _rec(col, i))
+                lookup.append(None if lk is None else self.out_key.encode_many([lk])[0])
+            arrays = [batch.column(batch.schema.get_field_index(n)) for n in _FRAME]
+            yield pa.RecordBatch.from_arrays(
+                [*arrays, pa.array(lookup, pa.binary())], names=[*_FRAME, "group_key"]
+            )

@@ -1,0 +1,110 @@
+"""Kernels with table semantics: a topic materialized as a table, and table aggregations.
+
+Follow Kafka Streams' ``KTableSource`` and ``KTableAggregate``/``KTableReduce``. Emission is
+coalesced per micro-batch like Kafka Streams' record cache: one change per key per batch,
+carrying the value before the batch as ``old``.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from streamtable.compiler.codecs import Codec
+from streamtable.compiler.paged.records import Out, Rec, source_order
+from streamtable.compiler.paged.user_code import call_user
+
+
+@dataclass
+class TableSourceKernel:
+    """The latest value per key; a tombstone deletes (``KTableSource``).
+
+    Updates apply in offset order (not timestamp order), as Kafka Streams applies a
+    partition's records. Entry: ``(value bytes, ts)``. Emits ``(key, new, old)`` once per
+    key per batch; nothing for a tombstone of an absent key.
+
+    >>> k = TableSourceKernel()
+    >>> r = lambda off, v: Rec(off, "t", 0, off, 0, 1, b"k", v)
+    >>> entry, outs = k.process(b"k", [r(1, b"a"), r(2, b"b")], None, {})
+    >>> entry, [(o.value, o.old) for o in outs]
+    ((b'b', 2), [(b'b', None)])
+    >>> k.process(b"k", [r(3, None)], entry, {})[1][0][:3]
+    (b'k', None, b'b')
+    """
+
+    drops: dict[str, int] = field(default_factory=dict)
+
+    def process(
+        self, gk: bytes, records: list[Rec], entry: Any, meta: dict[str, Any]
+    ) -> tuple[Any, list[Out]]:
+        """Apply the batch's upserts of one key."""
+        old = entry[0] if entry is not None else None
+        value, ts = entry if entry is not None else (None, None)
+        last = None
+        for rec in sorted(records, key=source_order):
+            value, ts, last = rec.value, rec.ts, rec
+        if last is None or (value is None and old is None):
+            return entry if value is not None else None, []
+        return (None if value is None else (value, ts)), [Out.of(last, gk, value, old)]
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+ABSENT = _Absent()
+SUBTRACT, ADD = 0, 1
+
+
+@dataclass
+class TableAggregateKernel:
+    """Aggregates re-grouped table changes (``KTableAggregate`` / ``KTableReduce``).
+
+    Records' values are ``pickle((op, value))`` with ``op`` :data:`SUBTRACT` or :data:`ADD`
+    (a subtraction sorts before the addition of the same source change). Entry:
+    ``(aggregate, ts)``; output ts = max(ts of the aggregate, record ts).
+    """
+
+    node_name: str
+    key_codec: Codec
+    initializer: Callable[[], Any] | None
+    adder: Callable[..., Any]
+    subtractor: Callable[..., Any]
+    reduce: bool
+    drops: dict[str, int] = field(default_factory=dict)
+
+    def process(
+        self, gk: bytes, records: list[Rec], entry: Any, meta: dict[str, Any]
+    ) -> tuple[Any, list[Out]]:
+        """Subtract and add the batch's changes of one group."""
+        key = self.key_codec.decode_many([gk])[0]
+        agg, ts = entry if entry is not None else (ABSENT, None)
+        before = agg
+        for rec in records:
+            op, v = pickle.loads(rec.value)
+            ts = rec.ts if ts is None else max(ts, rec.ts)
+            if op == SUBTRACT:
+                if agg is ABSENT:
+                    continue
+                args = (agg, v) if self.reduce else (key, v, agg)
+                agg = call_user(self.subtractor, args, self.node_name, "subtractor", rec)
+                if agg is None:
+                    agg = ABSENT
+            else:
+                if agg is ABSENT and self.reduce:
+                    agg = v
+                    continue
+                if agg is ABSENT:
+                    assert self.initializer is not None
+                    agg = call_user(self.initializer, (), self.node_name, "initializer", rec)
+                args = (agg, v) if self.reduce else (key, v, agg)
+                agg = call_user(self.adder, args, self.node_name, "adder", rec)
+        if agg is ABSENT and before is ABSENT:
+            return None, []
+        new = None if agg is ABSENT else pickle.dumps(agg, protocol=5)
+        old = None if before is ABSENT else pickle.dumps(before, protocol=5)
+        out = Out.of(records[-1], gk, new, old, ts=ts)
+        return (None if agg is ABSENT else (agg, ts)), [out]

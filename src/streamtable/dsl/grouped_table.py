@@ -1,0 +1,117 @@
+"""``KGroupedTable``: a re-grouped table ready for an aggregation with a subtractor."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from streamtable.dsl._callables import check_callable
+from streamtable.dsl._graph import GraphBuilder
+from streamtable.dsl.ktable import KTable
+from streamtable.topology.nodes import TableAggregateNode
+
+if TYPE_CHECKING:
+    from streamtable.serde import Serde
+
+
+def _zero() -> int:
+    return 0
+
+
+def _plus_one(key: Any, value: Any, agg: int) -> int:
+    return agg + 1
+
+
+def _minus_one(key: Any, value: Any, agg: int) -> int:
+    return agg - 1
+
+
+class KGroupedTable:
+    """The result of :meth:`KTable.group_by` (Kafka Streams' ``KGroupedTable``).
+
+    Every aggregation follows ``KTableAggregate``: an insert runs the adder, an update runs
+    the subtractor on the old value (in its old group) and then the adder on the new one, a
+    delete runs the subtractor only. A subtractor returning ``None`` deletes the group.
+    """
+
+    def __init__(
+        self,
+        graph: GraphBuilder,
+        parent: str,
+        *,
+        key_serde: Serde | None,
+        value_serde: Serde | None,
+    ) -> None:
+        self._graph = graph
+        self._parent = parent
+        self._key_serde = key_serde
+        self._value_serde = value_serde
+
+    def count(self, name: str | None = None) -> KTable:
+        """Rows per group; a group whose rows all left is emitted as ``0``, not deleted.
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder, Serdes
+        >>> b = StreamsBuilder()
+        >>> users = b.table("users", key_serde=Serdes.string(), value_serde=Serdes.string())
+        >>> users.group_by(lambda user, region: (region, user)).count(name="per-region")
+        KTable(KTABLE-COUNT-0000000004)
+        """
+        return self._add("COUNT", name, _zero, _plus_one, _minus_one, reduce=False)
+
+    def reduce(
+        self,
+        adder: Callable[[Any, Any], Any],
+        subtractor: Callable[[Any, Any], Any],
+        name: str | None = None,
+    ) -> KTable:
+        """``adder(aggregate, value)`` / ``subtractor(aggregate, value)``; a group's first value
+        is its aggregate (Kafka Streams' ``KTableReduce``).
+        """
+        check_callable(adder, "KGroupedTable.reduce adder", "aggregate, value", 2)
+        check_callable(subtractor, "KGroupedTable.reduce subtractor", "aggregate, value", 2)
+        return self._add("REDUCE", name, None, adder, subtractor, reduce=True)
+
+    def aggregate(
+        self,
+        initializer: Callable[[], Any],
+        adder: Callable[[Any, Any, Any], Any],
+        subtractor: Callable[[Any, Any, Any], Any],
+        name: str | None = None,
+    ) -> KTable:
+        """``adder(key, value, aggregate)`` / ``subtractor(key, value, aggregate)``; a group
+        starts from ``initializer()``.
+        """
+        check_callable(initializer, "KGroupedTable.aggregate initializer", "", 0)
+        check_callable(adder, "KGroupedTable.aggregate adder", "key, value, aggregate", 3)
+        check_callable(subtractor, "KGroupedTable.aggregate subtractor", "key, value, aggregate", 3)
+        return self._add("AGGREGATE", name, initializer, adder, subtractor, reduce=False)
+
+    def _add(
+        self,
+        label: str,
+        name: str | None,
+        initializer: Callable[[], Any] | None,
+        adder: Callable[..., Any],
+        subtractor: Callable[..., Any],
+        *,
+        reduce: bool,
+    ) -> KTable:
+        store = self._graph.names.store("KTABLE", label, name)
+        node_name = self._graph.names.processor("KTABLE", label)
+        self._graph.add(
+            TableAggregateNode(
+                node_name,
+                (self._parent,),
+                store_name=store,
+                initializer=initializer,
+                adder=adder,
+                subtractor=subtractor,
+                reduce=reduce,
+                key_serde=self._key_serde,
+                value_serde=self._value_serde,
+                op_label=label,
+            )
+        )
+        return KTable(self._graph, node_name, key_serde=self._key_serde)
