@@ -185,7 +185,7 @@ def test_stream_stream_windowed_join(kafka_broker, spark, topic_name, app_config
     ls = b.stream(lt, key_serde=S, value_serde=S)
     rs = b.stream(rt, key_serde=S, value_serde=S)
     window = JoinWindows.of_time_difference_with_no_grace(timedelta(seconds=5))
-    ls.join(rs, lambda l, r: f"{l}{r}", window).to(out, value_serde=S)
+    ls.join(rs, lambda lv, rv: f"{lv}{rv}", window).to(out, value_serde=S)
     run(b.build(), app_config())
     assert sorted(v.decode() for _, v, _ in read_topic(bs, out)) == ["Aa"]
 

@@ -92,7 +92,8 @@ class StreamTableJoinKernel:
 
     def _latest(self, records: list[Rec], entry: Any) -> tuple[Any, list[Out]]:
         """GlobalKTable lookups: the latest value in offset order, whatever its timestamp
-        (Kafka Streams' global tables are not time-synchronized with the stream)."""
+        (Kafka Streams' global tables are not time-synchronized with the stream).
+        """
         value = entry
         for rec in sorted((r for r in records if r.side == TABLE), key=source_order):
             value = rec.value
@@ -191,8 +192,9 @@ class StreamStreamJoinKernel:
     Each record joins every buffered record of the other side in its window (left at ``t``
     matches right at ``t - before <= t' <= t + after``), one output per pair with ts = the
     larger timestamp. Left/outer non-matches wait until stream time passes the window's close
-    (``t + after + grace`` for left records, ``t' + before + grace`` for right records) and
-    are then emitted once as ``joiner(v, None)`` / ``joiner(None, v)``. A record whose window
+    (stream time >= ``t + after + grace`` for left records, ``t' + before + grace`` for right
+    records; the DSL guide's example emits ``[E, null]`` of ts 40 at ts 60) and are then
+    emitted once as ``joiner(v, None)`` / ``joiner(None, v)``. A record whose window
     has already closed on arrival is dropped and counted as ``late``.
 
     Stream time is the largest timestamp seen by the page, or Spark's watermark plus the
@@ -267,7 +269,7 @@ class StreamStreamJoinKernel:
             kept = []
             for item in entries[gk]:
                 rec, matched = item
-                closed = self._close(rec.side, rec.ts) < st
+                closed = self._close(rec.side, rec.ts) <= st
                 if closed and not matched and self._emits_unmatched(rec.side):
                     lv, rv = (rec.value, None) if rec.side == LEFT else (None, rec.value)
                     outs.append(self._joined(rec, lv, rv, rec.ts))
@@ -281,7 +283,7 @@ class StreamStreamJoinKernel:
                 entries[gk] = kept
             else:
                 del entries[gk]
-        meta["next_timer"] = None if next_close is None else next_close + 1 - self.delay_ms
+        meta["next_timer"] = None if next_close is None else next_close - self.delay_ms
         return outs
 
     def _emits_unmatched(self, side: int) -> bool:
