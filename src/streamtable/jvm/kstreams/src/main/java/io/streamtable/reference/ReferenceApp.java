@@ -1,0 +1,260 @@
+package io.streamtable.reference;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.CountDownLatch;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.common.serialization.Serde;
+import org.apache.kafka.common.serialization.Serdes;
+import org.apache.kafka.common.utils.Bytes;
+import org.apache.kafka.streams.KafkaStreams;
+import org.apache.kafka.streams.KeyValue;
+import org.apache.kafka.streams.StreamsBuilder;
+import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.errors.StreamsUncaughtExceptionHandler;
+import org.apache.kafka.streams.kstream.Consumed;
+import org.apache.kafka.streams.kstream.Grouped;
+import org.apache.kafka.streams.kstream.Joined;
+import org.apache.kafka.streams.kstream.KStream;
+import org.apache.kafka.streams.kstream.KTable;
+import org.apache.kafka.streams.kstream.Materialized;
+import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.ValueJoiner;
+import org.apache.kafka.streams.state.KeyValueStore;
+import org.apache.kafka.streams.state.Stores;
+
+/**
+ * Runs one fixed Kafka Streams topology until it is terminated (SIGTERM closes it cleanly).
+ *
+ * <p>Usage: {@code --topology NAME --bootstrap-servers HOST:PORT --application-id ID --state-dir
+ * DIR [--param key=value ...] [--config streams.config=value ...]}; {@code --config} overrides
+ * the defaults below. Topologies: stream-table-join, table-table-join,
+ * table-aggregate, flights-weather, flights-planes (see streamtable.reference.kafka_streams).
+ *
+ * <p>Every state change is printed on stdout as {@code streamtable-reference: state NEW}; the
+ * Python runner waits for {@code RUNNING}. The exit code is 0 after a requested shutdown, 1 when
+ * the application failed.
+ */
+public final class ReferenceApp {
+    static final String STATE_LINE = "streamtable-reference: state ";
+    static final Serde<String> STR = Serdes.String();
+    static final ObjectMapper JSON = new ObjectMapper();
+
+    private ReferenceApp() {}
+
+    public static void main(String[] args) throws InterruptedException {
+        Map<String, String> opts = new HashMap<>();
+        Map<String, String> params = new HashMap<>();
+        Map<String, String> config = new HashMap<>();
+        for (int i = 0; i < args.length; i += 2) {
+            if (i + 1 >= args.length || !args[i].startsWith("--")) {
+                throw new IllegalArgumentException("expected --option value pairs, got " + args[i]);
+            }
+            if (args[i].equals("--param") || args[i].equals("--config")) {
+                String[] kv = args[i + 1].split("=", 2);
+                if (kv.length != 2) {
+                    throw new IllegalArgumentException(args[i] + " needs key=value: " + args[i + 1]);
+                }
+                (args[i].equals("--param") ? params : config).put(kv[0], kv[1]);
+            } else {
+                opts.put(args[i].substring(2), args[i + 1]);
+            }
+        }
+        StreamsBuilder builder = new StreamsBuilder();
+        build(builder, required(opts, "topology", "option --"), params);
+
+        Properties props = new Properties();
+        props.put(StreamsConfig.APPLICATION_ID_CONFIG, required(opts, "application-id", "option --"));
+        props.put(
+                StreamsConfig.BOOTSTRAP_SERVERS_CONFIG,
+                required(opts, "bootstrap-servers", "option --"));
+        props.put(StreamsConfig.STATE_DIR_CONFIG, required(opts, "state-dir", "option --"));
+        props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 100);
+        props.put(StreamsConfig.STATESTORE_CACHE_MAX_BYTES_CONFIG, 0);
+        props.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 1);
+        props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, StreamsConfig.AT_LEAST_ONCE);
+        props.put(StreamsConfig.consumerPrefix(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG), "earliest");
+        props.putAll(config);
+
+        KafkaStreams streams = new KafkaStreams(builder.build(), props);
+        CountDownLatch done = new CountDownLatch(1);
+        boolean[] failed = {false};
+        streams.setStateListener(
+                (now, before) -> {
+                    System.out.println(STATE_LINE + now);
+                    System.out.flush();
+                    if (now == KafkaStreams.State.ERROR) {
+                        failed[0] = true;
+                    }
+                    if (now == KafkaStreams.State.ERROR || now == KafkaStreams.State.NOT_RUNNING) {
+                        done.countDown();
+                    }
+                });
+        streams.setUncaughtExceptionHandler(
+                e -> {
+                    System.err.println("streamtable-reference: stream thread failed");
+                    e.printStackTrace();
+                    failed[0] = true;
+                    return StreamsUncaughtExceptionHandler.StreamThreadExceptionResponse
+                            .SHUTDOWN_CLIENT;
+                });
+        Runtime.getRuntime()
+                .addShutdownHook(
+                        new Thread(
+                                () -> {
+                                    streams.close(Duration.ofSeconds(15));
+                                    done.countDown();
+                                }));
+        streams.start();
+        done.await();
+        streams.close(Duration.ofSeconds(15));
+        System.exit(failed[0] ? 1 : 0);
+    }
+
+    static void build(StreamsBuilder b, String topology, Map<String, String> p) {
+        switch (topology) {
+            case "stream-table-join" -> streamTableJoin(b, p);
+            case "table-table-join" -> tableTableJoin(b, p);
+            case "table-aggregate" -> tableAggregate(b, p);
+            case "flights-weather" -> flightsWeather(b, p);
+            case "flights-planes" -> flightsPlanes(b, p);
+            default -> throw new IllegalArgumentException("unknown topology " + topology);
+        }
+    }
+
+    /** KStream-KTable join; the table is a versioned store, so a stream record sees the table as of its timestamp. */
+    static void streamTableJoin(StreamsBuilder b, Map<String, String> p) {
+        long historyMs = Long.parseLong(p.getOrDefault("history_ms", "86400000"));
+        KStream<String, String> stream = b.stream(required(p, "stream"), Consumed.with(STR, STR));
+        KTable<String, String> table =
+                b.table(
+                        required(p, "table"),
+                        Consumed.with(STR, STR),
+                        versioned("table-store", Duration.ofMillis(historyMs)));
+        ValueJoiner<String, String, String> joiner = (l, r) -> l + "|" + r;
+        KStream<String, String> joined =
+                switch (kind(p, "inner", "left")) {
+                    case "inner" -> stream.join(table, joiner);
+                    default -> stream.leftJoin(table, joiner);
+                };
+        joined.to(required(p, "output"), Produced.with(STR, STR));
+    }
+
+    /** KTable-KTable join over plain key-value stores; deletes are written as null values. */
+    static void tableTableJoin(StreamsBuilder b, Map<String, String> p) {
+        KTable<String, String> left = b.table(required(p, "left"), Consumed.with(STR, STR));
+        KTable<String, String> right = b.table(required(p, "right"), Consumed.with(STR, STR));
+        ValueJoiner<String, String, String> joiner =
+                (l, r) -> String.valueOf(l) + "|" + String.valueOf(r);
+        KTable<String, String> joined =
+                switch (kind(p, "inner", "left", "outer")) {
+                    case "inner" -> left.join(right, joiner);
+                    case "left" -> left.leftJoin(right, joiner);
+                    default -> left.outerJoin(right, joiner);
+                };
+        joined.toStream().to(required(p, "output"), Produced.with(STR, STR));
+    }
+
+    /** Values "group:amount" summed per group with adder and subtractor (a repartitioning groupBy). */
+    static void tableAggregate(StreamsBuilder b, Map<String, String> p) {
+        KTable<String, String> table = b.table(required(p, "table"), Consumed.with(STR, STR));
+        table.groupBy(
+                        (k, v) -> {
+                            String[] parts = v.split(":");
+                            return KeyValue.pair(parts[0], Long.parseLong(parts[1]));
+                        },
+                        Grouped.with(STR, Serdes.Long()))
+                .aggregate(
+                        () -> 0L,
+                        (k, v, agg) -> agg + v,
+                        (k, v, agg) -> agg - v,
+                        Materialized.<String, Long, KeyValueStore<Bytes, byte[]>>as("aggregate-store")
+                                .withKeySerde(STR)
+                                .withValueSerde(Serdes.Long()))
+                .toStream()
+                .to(required(p, "output"), Produced.with(STR, Serdes.Long()));
+    }
+
+    /**
+     * Flights re-keyed by origin, joined with the weather table (versioned; history_ms defaults to
+     * 30 days). A flight processed more than history_ms behind the weather gets no match.
+     */
+    static void flightsWeather(StreamsBuilder b, Map<String, String> p) {
+        long historyMs = Long.parseLong(p.getOrDefault("history_ms", "2592000000"));
+        KTable<String, String> weather =
+                b.table(
+                        required(p, "weather"),
+                        Consumed.with(STR, STR),
+                        versioned("weather-store", Duration.ofMillis(historyMs)));
+        b.stream(required(p, "flights"), Consumed.with(STR, STR))
+                .selectKey((k, v) -> field(v, "origin"))
+                .join(weather, (f, w) -> pair("flight", f, "weather", w), Joined.with(STR, STR, STR))
+                .to(required(p, "output"), Produced.with(STR, STR));
+    }
+
+    /** Flights with a tail number re-keyed by it, joined with the planes table (plain store). */
+    static void flightsPlanes(StreamsBuilder b, Map<String, String> p) {
+        KTable<String, String> planes = b.table(required(p, "planes"), Consumed.with(STR, STR));
+        b.stream(required(p, "flights"), Consumed.with(STR, STR))
+                .filter((k, v) -> v != null && field(v, "tailnum") != null)
+                .selectKey((k, v) -> field(v, "tailnum"))
+                .join(planes, (f, pl) -> pair("flight", f, "plane", pl), Joined.with(STR, STR, STR))
+                .to(required(p, "output"), Produced.with(STR, STR));
+    }
+
+    static Materialized<String, String, KeyValueStore<Bytes, byte[]>> versioned(String name, Duration history) {
+        return Materialized.<String, String>as(Stores.persistentVersionedKeyValueStore(name, history))
+                .withKeySerde(STR)
+                .withValueSerde(STR);
+    }
+
+    /** A top-level string field of a JSON object, or null when absent, null or not text. */
+    static String field(String json, String name) {
+        JsonNode node = parse(json).get(name);
+        return node == null || !node.isTextual() ? null : node.asText();
+    }
+
+    static String pair(String k1, String json1, String k2, String json2) {
+        ObjectNode out = JSON.createObjectNode();
+        out.set(k1, parse(json1));
+        out.set(k2, parse(json2));
+        return out.toString();
+    }
+
+    static JsonNode parse(String json) {
+        try {
+            return JSON.readTree(json);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    static String kind(Map<String, String> p, String... allowed) {
+        String kind = p.getOrDefault("kind", "inner");
+        for (String a : allowed) {
+            if (a.equals(kind)) {
+                return kind;
+            }
+        }
+        throw new IllegalArgumentException("unsupported kind=" + kind);
+    }
+
+    static String required(Map<String, String> m, String key) {
+        return required(m, key, "param ");
+    }
+
+    static String required(Map<String, String> m, String key, String what) {
+        String v = m.get(key);
+        if (v == null) {
+            throw new IllegalArgumentException("missing " + what + key);
+        }
+        return v;
+    }
+}

@@ -1,0 +1,1 @@
+"""Reference implementations to compare streamtable with (internal: tests and benchmarks only)."""

@@ -1,0 +1,349 @@
+"""Run a fixed topology in real Apache Kafka Streams (Java), for parity tests and benchmarks.
+
+Internal, not public API.  The Java side is ``streamtable/jvm/kstreams``: a POM (the jar set:
+kafka-streams, Jackson, slf4j-simple) and ``ReferenceApp.java``, which builds one of
+:data:`TOPOLOGIES` and runs it with ``commit.interval.ms=100``, no record cache
+(``statestore.cache.max.bytes=0``: every update is emitted), ``auto.offset.reset=earliest``,
+at-least-once and one stream thread.
+
+The jars are resolved with Maven into the streamtable jar cache exactly as
+:func:`streamtable.runtime.jars.resolve_jars` does (folder ``kstreams-<hash of the POM>``), and
+the Java source is compiled with ``javac`` into ``kstreams-classes-<hash of the sources and
+jars>`` beside them; both happen once.
+
+Kafka Streams' own result for a stream-table join depends on timing when the stream side is
+repartitioned: if the table side is processed more than the versioned store's history retention
+ahead of the stream side, lookups return null (``RocksDBVersionedStore`` logs "Returning null for
+expired get") and inner-join records are dropped.  For replayed data spanning months (the flights
+year), pass a ``history_ms`` longer than that span to get every match.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import importlib.resources
+import json
+import os
+import pathlib
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from streamtable.errors import EnvironmentSetupError
+from streamtable.runtime import jars
+
+__all__ = ["TOPOLOGIES", "classpath", "run_reference"]
+
+#: Topologies that ``ReferenceApp`` knows, with their ``params``.
+TOPOLOGIES: dict[str, tuple[str, ...]] = {
+    "stream-table-join": ("stream", "table", "output", "kind", "history_ms"),
+    "table-table-join": ("left", "right", "output", "kind"),
+    "table-aggregate": ("table", "output"),
+    "flights-weather": ("flights", "weather", "output", "history_ms"),
+    "flights-planes": ("flights", "planes", "output"),
+}
+
+_MAIN_CLASS = "io.streamtable.reference.ReferenceApp"
+_STATE_LINE = "streamtable-reference: state "
+_POLL_S = 0.2
+_STOP_GRACE_S = 20.0
+_TAIL_LINES = 40
+_TOOL_TIMEOUT_S = 1800.0
+
+
+def _jvm_dir() -> pathlib.Path:
+    return pathlib.Path(str(importlib.resources.files("streamtable") / "jvm" / "kstreams"))
+
+
+def _run_tool(cmd: list[str], what: str, cwd: pathlib.Path) -> None:
+    env = dict(os.environ)
+    java = jars.java_executable()
+    env.setdefault("JAVA_HOME", str(pathlib.Path(os.path.realpath(java)).parent.parent))
+    try:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=_TOOL_TIMEOUT_S, env=env, cwd=cwd
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentSetupError(f"{what} could not run ({exc}).") from exc
+    if proc.returncode != 0:
+        tail = "\n".join(((proc.stdout or "") + (proc.stderr or "")).strip().splitlines()[-25:])
+        raise EnvironmentSetupError(f"{what} failed (exit {proc.returncode}):\n{tail}")
+
+
+def _cached_folder(name: str, key: str, fill: Callable[[pathlib.Path], None]) -> pathlib.Path:
+    """``<jar cache>/<name>-<key>``, filled once by ``fill(folder)`` under a file lock."""
+    root = jars.cache_root()
+    folder = root / f"{name}-{key}"
+    if jars._is_complete(folder):
+        return folder
+    with jars._file_lock(root / f".{folder.name}.lock"):
+        if not jars._is_complete(folder):
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            try:
+                fill(folder)
+            except BaseException:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
+            (folder / jars._MARKER).write_text(json.dumps({"name": name}))
+    return folder
+
+
+def _resolve_jars() -> list[pathlib.Path]:
+    """The jar set of ``jvm/kstreams/pom.xml``, cached like :func:`jars.resolve_jars`'s."""
+    pom = _jvm_dir() / "pom.xml"
+
+    def fill(out: pathlib.Path) -> None:
+        cmd = [jars.maven_executable(), "-B", "-q", "-f", str(pom)]
+        cmd += ["dependency:copy-dependencies", "-DincludeScope=runtime"]
+        cmd += [f"-DoutputDirectory={out}"]
+        _run_tool(cmd, f"Maven resolving the Kafka Streams jars of {pom}", out.parent)
+
+    folder = _cached_folder("kstreams", jars._cache_key(pom.read_bytes(), {}), fill)
+    return jars._list_jars(folder)
+
+
+def _javac() -> pathlib.Path:
+    javac = pathlib.Path(os.path.realpath(jars.java_executable())).with_name("javac")
+    if javac.is_file():
+        return javac
+    found = shutil.which("javac")
+    if found:
+        return pathlib.Path(found)
+    raise EnvironmentSetupError(
+        "javac not found beside java nor on PATH; install a JDK 17+ "
+        "(e.g. apt-get install openjdk-17-jdk-headless) or set JAVA_HOME."
+    )
+
+
+def classpath() -> list[pathlib.Path]:
+    """Resolve the Kafka Streams jars and compile ``ReferenceApp`` if needed (both cached).
+
+    Returns
+    -------
+    list of pathlib.Path
+        The compiled classes folder, then the jars.
+
+    Raises
+    ------
+    EnvironmentSetupError
+        If Java, ``javac`` or Maven is missing, or resolving or compiling fails.
+    """
+    jar_files = _resolve_jars()
+    sources = sorted((_jvm_dir() / "src" / "main" / "java").rglob("*.java"))
+    digest = hashlib.sha256()
+    for src in sources:
+        digest.update(src.name.encode() + b"\0" + src.read_bytes())
+    for jar in jar_files:
+        digest.update(jar.name.encode() + b"\0")
+
+    def fill(out: pathlib.Path) -> None:
+        cmd = [str(_javac()), "-encoding", "UTF-8", "-d", str(out)]
+        cmd += ["-cp", os.pathsep.join(map(str, jar_files)), *map(str, sources)]
+        _run_tool(cmd, "javac compiling the Kafka Streams reference app", out.parent)
+
+    classes = _cached_folder("kstreams-classes", digest.hexdigest()[:12], fill)
+    return [classes, *jar_files]
+
+
+class _Lag:
+    """Compares a consumer group's committed offsets with the end offsets of topics."""
+
+    def __init__(self, bootstrap_servers: str, group: str) -> None:
+        self.group = group
+        self.admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+        self.consumer = Consumer(
+            {"bootstrap.servers": bootstrap_servers, "group.id": f"{group}-reference-probe"}
+        )
+
+    def watermarks(self, topics: Iterable[str]) -> dict[tuple[str, int], tuple[int, int]]:
+        """``(low, high)`` watermark offsets of every partition of ``topics``."""
+        md = self.consumer.list_topics(timeout=30).topics
+        return {
+            (t, p): self.consumer.get_watermark_offsets(TopicPartition(t, p), timeout=30)
+            for t in topics
+            for p in md[t].partitions
+        }
+
+    def repartition_topics(self) -> list[str]:
+        """The application's internal repartition topics that exist now."""
+        prefix = f"{self.group}-"
+        names = self.consumer.list_topics(timeout=30).topics
+        return sorted(t for t in names if t.startswith(prefix) and t.endswith("-repartition"))
+
+    def behind(self, marks: Mapping[tuple[str, int], tuple[int, int]]) -> list[str]:
+        """Partitions of ``marks`` whose committed offset is below their high watermark."""
+        request = [ConsumerGroupTopicPartitions(self.group)]
+        result = self.admin.list_consumer_group_offsets(request)[self.group].result()
+        committed = {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or []}
+        return [
+            f"{t}-{p} at {committed.get((t, p), -1)} of {high}"
+            for (t, p), (low, high) in sorted(marks.items())
+            if high > low and committed.get((t, p), -1) < high
+        ]
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def run_reference(
+    topology: str,
+    *,
+    bootstrap_servers: str,
+    application_id: str,
+    params: Mapping[str, str],
+    input_topics: list[str],
+    state_dir: str,
+    timeout_s: float = 180.0,
+    config: Mapping[str, str] | None = None,
+) -> dict[str, float | int]:
+    """Run ``topology`` in Kafka Streams until it has processed all input present now, then stop.
+
+    The app counts as caught up when its consumer group (``application_id``) has committed, for
+    every partition of ``input_topics``, the end offset read at this call, and then, for every
+    partition of its repartition topics (``<application_id>-...-repartition``), their current
+    end offset.  The Java process runs in its own process group and is stopped with SIGTERM,
+    then SIGKILL after 20 s.
+
+    Parameters
+    ----------
+    topology : str
+        One of :data:`TOPOLOGIES`.
+    bootstrap_servers : str
+        The Kafka cluster, ``host:port[,...]``.
+    application_id : str
+        Kafka Streams ``application.id``; also its consumer group and internal topic prefix.
+    params : Mapping[str, str]
+        Topology parameters (topics, ``kind``, ...), passed as ``--param key=value``.
+    input_topics : list of str
+        The source topics whose end offsets the app must reach; they must exist.
+    state_dir : str
+        Kafka Streams ``state.dir``.
+    timeout_s : float
+        Maximum seconds from process start until caught up.
+    config : Mapping[str, str], optional
+        Kafka Streams configs that override the runner's (``--config key=value``), e.g.
+        ``{"max.task.idle.ms": "2000"}``.
+
+    Returns
+    -------
+    dict
+        ``records_in`` (records in ``input_topics`` at the call), ``seconds`` (from process
+        start until caught up) and ``startup_seconds`` (from process start until the app first
+        reached ``RUNNING``).
+
+    Raises
+    ------
+    ValueError
+        If ``topology`` or a key of ``params`` is unknown.
+    RuntimeError
+        If the Java process exits early (the message holds its last 40 lines of output).
+    TimeoutError
+        If it has not caught up within ``timeout_s`` (the message says what lags).
+    EnvironmentSetupError
+        If Java, ``javac`` or Maven is missing or the jars do not resolve.
+    """
+    if topology not in TOPOLOGIES:
+        raise ValueError(f"unknown topology {topology!r}; expected one of {list(TOPOLOGIES)}")
+    unknown = sorted(set(params) - set(TOPOLOGIES[topology]))
+    if unknown:
+        raise ValueError(f"unknown params {unknown} for {topology!r}: {TOPOLOGIES[topology]}")
+    cmd = [
+        jars.java_executable(),
+        "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+        "-cp",
+        os.pathsep.join(map(str, classpath())),
+        _MAIN_CLASS,
+        *("--topology", topology, "--bootstrap-servers", bootstrap_servers),
+        *("--application-id", application_id, "--state-dir", state_dir),
+    ]
+    for key, value in params.items():
+        cmd += ["--param", f"{key}={value}"]
+    for key, value in (config or {}).items():
+        cmd += ["--config", f"{key}={value}"]
+
+    lag = _Lag(bootstrap_servers, application_id)
+    try:
+        inputs = lag.watermarks(input_topics)
+        records_in = sum(high - low for low, high in inputs.values())
+        t0 = time.monotonic()
+        proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        output: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
+        running_at: list[float] = []
+        reader = threading.Thread(target=_read_output, args=(proc, output, running_at), daemon=True)
+        reader.start()
+        try:
+            while True:
+                if proc.poll() is not None:
+                    reader.join(timeout=5)
+                    raise RuntimeError(
+                        f"Kafka Streams reference app {topology!r} exited with code "
+                        f"{proc.returncode}; last lines of its output:\n" + "\n".join(output)
+                    )
+                if running_at:
+                    behind = lag.behind(inputs)
+                    if not behind:
+                        repartition = lag.watermarks(lag.repartition_topics())
+                        behind = lag.behind(repartition)
+                        if not behind:
+                            seconds = time.monotonic() - t0
+                            break
+                else:
+                    behind = ["not RUNNING yet"]
+                if time.monotonic() - t0 > timeout_s:
+                    raise TimeoutError(
+                        f"Kafka Streams reference app {topology!r} did not catch up within "
+                        f"{timeout_s:g} s ({'; '.join(behind[:5])}); last lines of its "
+                        "output:\n" + "\n".join(output)
+                    )
+                time.sleep(_POLL_S)
+        finally:
+            _stop(proc)
+            reader.join(timeout=5)
+    finally:
+        lag.close()
+    return {
+        "records_in": records_in,
+        "seconds": seconds,
+        "startup_seconds": running_at[0] - t0,
+    }
+
+
+def _read_output(
+    proc: subprocess.Popen[str], output: collections.deque[str], running_at: list[float]
+) -> None:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        line = line.rstrip("\n")
+        output.append(line)
+        if not running_at and line == _STATE_LINE + "RUNNING":
+            running_at.append(time.monotonic())
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM the process group, then SIGKILL it after :data:`_STOP_GRACE_S`."""
+    for sig, wait_s in ((signal.SIGTERM, _STOP_GRACE_S), (signal.SIGKILL, None)):
+        if proc.poll() is not None:
+            return
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
