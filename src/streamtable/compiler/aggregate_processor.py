@@ -34,7 +34,7 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValues
 
 from streamtable.compiler.codecs import Codec
-from streamtable.errors import StreamsError
+from streamtable.compiler.paged.user_code import user_code_error
 from streamtable.topology.nodes import Aggregation, TimeWindowSpec
 
 #: Output schema of the processor: one row per updated key (or window), plus at most one row
@@ -145,12 +145,7 @@ class AggregateProcessor(StatefulProcessor):
             try:
                 agg = fold(k, v, agg)
             except Exception as e:
-                raise StreamsError(
-                    f"User code raised {type(e).__name__}: {e} in operator {spec.node_name!r} "
-                    f"(aggregator) on the record at topic {rec[2]!r} partition {rec[3]} offset "
-                    f"{rec[4]}. Kafka Streams' default processing exception handler (LogAndFail) "
-                    "stops the application."
-                ) from e
+                raise user_code_error(e, spec.node_name, "aggregator", *rec[2:5]) from e
             ts = rec[1] if ts is None else max(ts, rec[1])
         return agg, ts
 

@@ -34,7 +34,6 @@ from streamtable.compiler.lower.table import (
 from streamtable.errors import TopologyError
 from streamtable.topology.nodes import (
     AggregateNode,
-    JoinKind,
     JoinNode,
     MergeNode,
     Node,
@@ -200,11 +199,7 @@ class Lowerer:
             return k, PickleCodec()
         if isinstance(node, (MergeNode, RepartitionNode)):
             return self._hint(self.nodes[node.parents[0]])
-        if isinstance(node, TableOpNode) or (
-            isinstance(node, JoinNode) and node.kind is not JoinKind.STREAM_GLOBAL_TABLE
-        ):
-            return self._hint(self.nodes[node.parents[0]])[0], PickleCodec()
-        if isinstance(node, JoinNode):
+        if isinstance(node, TableOpNode | JoinNode):  # keys are the left input's
             return self._hint(self.nodes[node.parents[0]])[0], PickleCodec()
         if isinstance(node, TableAggregateNode):
             return codec_for(node.key_serde or self.ctx.config.default_key_serde), PickleCodec()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from streamtable.dsl._callables import check_callable
 from streamtable.dsl._graph import GraphBuilder
@@ -147,23 +147,13 @@ class StreamsBuilder:
         >>> b.table("planes", key_serde=Serdes.string(), value_serde=Serdes.string())
         KTable(KTABLE-SOURCE-0000000001)
         """
-        node_name, source_name, store = self._table_names(topic, name, "table")
         retention = None
         if history_retention is not None:
             retention = to_millis(history_retention, "history_retention")
             if retention < 0:
                 raise TopologyError(f"history_retention must not be negative; got {retention} ms.")
-        self._graph.add(
-            TableSourceNode(
-                node_name,
-                (),
-                topic=topic,
-                source_name=source_name,
-                key_serde=key_serde,
-                value_serde=value_serde,
-                store_name=store,
-                history_retention_ms=retention,
-            )
+        node_name = self._add_table(
+            "table", topic, key_serde, value_serde, name, history_retention_ms=retention
         )
         return KTable(self._graph, node_name, key_serde=key_serde, value_serde=value_serde)
 
@@ -187,7 +177,30 @@ class StreamsBuilder:
         >>> b.global_table("airlines", key_serde=Serdes.string(), value_serde=Serdes.string())
         GlobalKTable(KTABLE-SOURCE-0000000001)
         """
-        node_name, source_name, store = self._table_names(topic, name, "global_table")
+        node_name = self._add_table(
+            "global_table", topic, key_serde, value_serde, name, is_global=True
+        )
+        return GlobalKTable(self._graph, node_name, key_serde)
+
+    def _add_table(
+        self,
+        method: str,
+        topic: str,
+        key_serde: Serde | None,
+        value_serde: Serde | None,
+        name: str | None,
+        **options: Any,
+    ) -> str:
+        """Add a :class:`TableSourceNode` named as Kafka Streams names a table's source,
+        processor and store; return the processor's name.
+        """
+        _check_topic(topic, f"StreamsBuilder.{method}")
+        index = self._graph.names.next_index()
+        source_name = self._graph.names.claim(f"KSTREAM-SOURCE-{index:010d}")
+        node_name = self._graph.names.processor("KTABLE", "SOURCE")
+        store = self._graph.names.claim(
+            name if name is not None else f"{topic}-STATE-STORE-{index:010d}", kind="store"
+        )
         self._graph.add(
             TableSourceNode(
                 node_name,
@@ -197,20 +210,10 @@ class StreamsBuilder:
                 key_serde=key_serde,
                 value_serde=value_serde,
                 store_name=store,
-                is_global=True,
+                **options,
             )
         )
-        return GlobalKTable(self._graph, node_name, key_serde)
-
-    def _table_names(self, topic: str, name: str | None, method: str) -> tuple[str, str, str]:
-        _check_topic(topic, f"StreamsBuilder.{method}")
-        index = self._graph.names.next_index()
-        source_name = self._graph.names.claim(f"KSTREAM-SOURCE-{index:010d}")
-        node_name = self._graph.names.processor("KTABLE", "SOURCE")
-        store = self._graph.names.claim(
-            name if name is not None else f"{topic}-STATE-STORE-{index:010d}", kind="store"
-        )
-        return node_name, source_name, store
+        return node_name
 
     def build(self) -> Topology:
         """Validate the graph and return the immutable :class:`Topology`.

@@ -6,8 +6,8 @@ kafka-streams, Jackson, slf4j-simple) and ``ReferenceApp.java``, which builds on
 (``statestore.cache.max.bytes=0``: every update is emitted), ``auto.offset.reset=earliest``,
 at-least-once and one stream thread.
 
-The jars are resolved with Maven into the streamtable jar cache exactly as
-:func:`streamtable.runtime.jars.resolve_jars` does (folder ``kstreams-<hash of the POM>``), and
+The jars are the ``kstreams`` jar set of
+:func:`streamtable.runtime.jars.resolve_jars` (folder ``kstreams-<hash of the POM>``), and
 the Java source is compiled with ``javac`` into ``kstreams-classes-<hash of the sources and
 jars>`` beside them; both happen once.
 
@@ -96,20 +96,6 @@ def _cached_folder(name: str, key: str, fill: Callable[[pathlib.Path], None]) ->
     return folder
 
 
-def _resolve_jars() -> list[pathlib.Path]:
-    """The jar set of ``jvm/kstreams/pom.xml``, cached like :func:`jars.resolve_jars`'s."""
-    pom = _jvm_dir() / "pom.xml"
-
-    def fill(out: pathlib.Path) -> None:
-        cmd = [jars.maven_executable(), "-B", "-q", "-f", str(pom)]
-        cmd += ["dependency:copy-dependencies", "-DincludeScope=runtime"]
-        cmd += [f"-DoutputDirectory={out}"]
-        _run_tool(cmd, f"Maven resolving the Kafka Streams jars of {pom}", out.parent)
-
-    folder = _cached_folder("kstreams", jars._cache_key(pom.read_bytes(), {}), fill)
-    return jars._list_jars(folder)
-
-
 def _javac() -> pathlib.Path:
     javac = pathlib.Path(os.path.realpath(jars.java_executable())).with_name("javac")
     if javac.is_file():
@@ -136,7 +122,7 @@ def classpath() -> list[pathlib.Path]:
     EnvironmentSetupError
         If Java, ``javac`` or Maven is missing, or resolving or compiling fails.
     """
-    jar_files = _resolve_jars()
+    jar_files = jars.resolve_jars("kstreams")
     sources = sorted((_jvm_dir() / "src" / "main" / "java").rglob("*.java"))
     digest = hashlib.sha256()
     for src in sources:

@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 #: Jar sets that :func:`resolve_jars` knows about.
-COMPONENTS: tuple[str, ...] = ("broker", "spark-kafka")
+COMPONENTS: tuple[str, ...] = ("broker", "spark-kafka", "kstreams")
 
 #: Oldest Java feature release that Kafka 4.x brokers and Spark 4.x accept.
 MIN_JAVA_VERSION = 17
@@ -251,7 +251,8 @@ def resolve_jars(
     Parameters
     ----------
     component : str
-        ``"broker"`` (Kafka broker, KRaft) or ``"spark-kafka"`` (Spark's Kafka connector).
+        ``"broker"`` (Kafka broker, KRaft), ``"spark-kafka"`` (Spark's Kafka connector) or
+        ``"kstreams"`` (Kafka Streams, for parity tests and benchmarks).
     properties : Mapping[str, str], optional
         Maven ``-D`` properties passed to the POM, e.g. ``{"kafka.version": "4.3.0"}``; they are
         part of the cache key.  Without them, if the POM's own versions do not resolve, the

@@ -60,21 +60,9 @@ def lower_join(lowerer: Lowerer, node: JoinNode) -> Frame:
         df = frame_columns_only(run_paged(ctx, [left, right], kernel))
         return Frame(df, left.key_codec, PickleCodec(), stateful=True)
 
-    stream = count_and_drop(
-        ctx,
-        left.df,
-        {"null_key": F.col("key").isNull(), "null_value": F.col("value").isNull()},
-    )
-    left = left.with_(df=stream)
+    left = _without_null_records(ctx, left)
     if node.kind is JoinKind.STREAM_STREAM:
-        right = convert(ctx, right, left.key_codec, None)
-        right = right.with_(
-            df=count_and_drop(
-                ctx,
-                right.df,
-                {"null_key": F.col("key").isNull(), "null_value": F.col("value").isNull()},
-            )
-        )
+        right = _without_null_records(ctx, convert(ctx, right, left.key_codec, None))
         w = node.windows
         assert w is not None
         kernel = StreamStreamJoinKernel(
@@ -111,6 +99,12 @@ def lower_join(lowerer: Lowerer, node: JoinNode) -> Frame:
     )
     df = frame_columns_only(run_paged(ctx, [left, right], kernel))
     return Frame(df, left.key_codec, PickleCodec(), stateful=True)
+
+
+def _without_null_records(ctx: CompileContext, stream: Frame) -> Frame:
+    """Stream records with a null key or value take no part in a join (dropped, counted)."""
+    checks = {"null_key": F.col("key").isNull(), "null_value": F.col("value").isNull()}
+    return stream.with_(df=count_and_drop(ctx, stream.df, checks))
 
 
 def _history_ms(lowerer: Lowerer, name: str) -> int | None:

@@ -24,6 +24,18 @@ def _decode(codec: Codec, data: bytes | None) -> Any:
     return None if data is None else codec.decode_many([data])[0]
 
 
+def _joined(
+    kernel: Any, rec: Rec, lv: bytes | None, rv: bytes | None, ts: int | None = None
+) -> Out:
+    """The output ``joiner(left, right)`` for ``rec`` (``None`` for an absent side); the
+    kernel gives ``joiner``, ``left_codec``, ``right_codec`` and ``node_name``.
+    """
+    lo = _decode(kernel.left_codec, lv)
+    ro = _decode(kernel.right_codec, rv)
+    joined = call_user(kernel.joiner, (lo, ro), kernel.node_name, "joiner", rec)
+    return Out.of(rec, rec.key, pickle.dumps(joined, protocol=5), ts=ts)
+
+
 @dataclass
 class StreamTableJoinKernel:
     """A stream joined with a table *as of* each stream record's timestamp.
@@ -52,8 +64,8 @@ class StreamTableJoinKernel:
     node_name: str
     join_type: str
     joiner: Callable[[Any, Any], Any]
-    stream_codec: Codec
-    table_codec: Codec
+    left_codec: Codec  # the stream's values
+    right_codec: Codec  # the table's values
     history_ms: int | None
     as_of: bool = True
     drops: dict[str, int] = field(default_factory=dict)
@@ -83,10 +95,7 @@ class StreamTableJoinKernel:
             found = versions[i - 1][1] if i else None
             if found is None and self.join_type == "inner":
                 continue
-            s = _decode(self.stream_codec, rec.value)
-            t = _decode(self.table_codec, found)
-            joined = call_user(self.joiner, (s, t), self.node_name, "joiner", rec)
-            outs.append(Out.of(rec, rec.key, pickle.dumps(joined, protocol=5)))
+            outs.append(_joined(self, rec, rec.value, found))
         versions = self._prune(versions, table_time)
         return (versions or None), outs
 
@@ -97,15 +106,11 @@ class StreamTableJoinKernel:
         value = entry
         for rec in sorted((r for r in records if r.side == TABLE), key=source_order):
             value = rec.value
-        outs = []
-        for rec in records:
-            if rec.side != STREAM or (value is None and self.join_type == "inner"):
-                continue
-            s = _decode(self.stream_codec, rec.value)
-            t = _decode(self.table_codec, value)
-            joined = call_user(self.joiner, (s, t), self.node_name, "joiner", rec)
-            outs.append(Out.of(rec, rec.key, pickle.dumps(joined, protocol=5)))
-        return value, outs
+        if value is None and self.join_type == "inner":
+            return value, []
+        return value, [
+            _joined(self, rec, rec.value, value) for rec in records if rec.side == STREAM
+        ]
 
     def _prune(
         self, versions: list[tuple[int, bytes | None]], table_time: int | None
@@ -179,10 +184,7 @@ class TableTableJoinKernel:
                 return Out.of(rec, rec.key, None, ts=ts)
         elif lv is None and rv is None:
             return Out.of(rec, rec.key, None, ts=ts)
-        lo = _decode(self.left_codec, lv)
-        ro = _decode(self.right_codec, rv)
-        joined = call_user(self.joiner, (lo, ro), self.node_name, "joiner", rec)
-        return Out.of(rec, rec.key, pickle.dumps(joined, protocol=5), ts=ts)
+        return _joined(self, rec, lv, rv, ts)
 
 
 @dataclass
@@ -241,17 +243,11 @@ class StreamStreamJoinKernel:
                 lt, rt = (rec.ts, o.ts) if rec.side == LEFT else (o.ts, rec.ts)
                 if lt - w.before_ms <= rt <= lt + w.after_ms:
                     lrec, rrec = (rec, o) if rec.side == LEFT else (o, rec)
-                    outs.append(self._joined(rec, lrec.value, rrec.value, max(lt, rt)))
+                    outs.append(_joined(self, rec, lrec.value, rrec.value, max(lt, rt)))
                     item[1] = True
                     other[1] = True
             buf.append(item)
         return (buf or None), outs
-
-    def _joined(self, rec: Rec, lv: bytes | None, rv: bytes | None, ts: int) -> Out:
-        lo = _decode(self.left_codec, lv)
-        ro = _decode(self.right_codec, rv)
-        joined = call_user(self.joiner, (lo, ro), self.node_name, "joiner", rec)
-        return Out.of(rec, rec.key, pickle.dumps(joined, protocol=5), ts=ts)
 
     def after_batch(
         self, entries: dict[bytes, Any], meta: dict[str, Any], watermark: int
@@ -272,7 +268,7 @@ class StreamStreamJoinKernel:
                 closed = self._close(rec.side, rec.ts) <= st
                 if closed and not matched and self._emits_unmatched(rec.side):
                     lv, rv = (rec.value, None) if rec.side == LEFT else (None, rec.value)
-                    outs.append(self._joined(rec, lv, rv, rec.ts))
+                    outs.append(_joined(self, rec, lv, rv, rec.ts))
                     item[1] = True
                 if rec.ts >= st - self.delay_ms:
                     kept.append(item)

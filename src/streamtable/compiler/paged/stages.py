@@ -11,10 +11,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from streamtable.compiler.codecs import Codec
-from streamtable.compiler.paged.records import Rec
+from streamtable.compiler.codecs import Codec, PickleCodec
 from streamtable.compiler.paged.table_kernels import ADD, SUBTRACT
-from streamtable.compiler.paged.user_code import call_user
+from streamtable.compiler.paged.user_code import user_code_error
 from streamtable.topology.nodes import TableOpKind
 
 #: A frame whose ``old`` column holds the value before each change.
@@ -27,23 +26,16 @@ LOOKUP_DDL = (
     "topic string, group_key binary"
 )
 _FRAME = ("key", "value", "ts", "partition", "offset", "seq", "topic")
+_PICKLE = PickleCodec()
 
 
 def _columns(batch: pa.RecordBatch) -> dict[str, list[Any]]:
     return {n: batch.column(i).to_pylist() for i, n in enumerate(batch.schema.names)}
 
 
-def _rec(col: dict[str, list[Any]], i: int) -> Rec:
-    return Rec(
-        col["ts"][i],
-        col["topic"][i] or "",
-        col["partition"][i] or 0,
-        col["offset"][i] or 0,
-        col["seq"][i] or 0,
-        0,
-        col["key"][i],
-        col["value"][i],
-    )
+def _error(e: Exception, node: str, role: str, col: dict[str, list[Any]], i: int) -> Exception:
+    """The user-code error for row ``i`` (built only when user code raised)."""
+    return user_code_error(e, node, role, col["topic"][i], col["partition"][i], col["offset"][i])
 
 
 def apply_table_op(kind: TableOpKind, fn: Callable[..., Any], key: Any, value: Any) -> Any:
@@ -77,28 +69,25 @@ class TableOpStage:
             news: list[bytes | None] = []
             olds: list[bytes | None] = []
             keys = self.key_codec.decode_many(col["key"])
+            new_in = self.value_codec.decode_many(col["value"])
+            old_in = self.value_codec.decode_many(col["old"])
             for i, k in enumerate(keys):
-                rec = _rec(col, i)
-                vals = [self._decode(col["value"][i]), self._decode(col["old"][i])]
+                vals = (new_in[i], old_in[i])
                 for kind, fn, node in self.ops:
-                    vals = [
-                        call_user(apply_table_op, (kind, fn, k, v), node, kind.value, rec)
-                        for v in vals
-                    ]
+                    try:
+                        vals = tuple(apply_table_op(kind, fn, k, v) for v in vals)
+                    except Exception as e:
+                        raise _error(e, node, kind.value, col, i) from e
                 if vals[0] is None and vals[1] is None:
                     continue
                 keep.append(i)
-                news.append(None if vals[0] is None else pickle.dumps(vals[0], protocol=5))
-                olds.append(None if vals[1] is None else pickle.dumps(vals[1], protocol=5))
+                news.append(vals[0])
+                olds.append(vals[1])
             idx = pa.array(keep, pa.int64())
             arrays = [batch.column(batch.schema.get_field_index(n)).take(idx) for n in _FRAME]
-            arrays[1] = pa.array(news, pa.binary())
-            yield pa.RecordBatch.from_arrays(
-                [*arrays, pa.array(olds, pa.binary())], names=[*_FRAME, "old"]
-            )
-
-    def _decode(self, data: bytes | None) -> Any:
-        return None if data is None else self.value_codec.decode_many([data])[0]
+            arrays[1] = pa.array(_PICKLE.encode_many(news), pa.binary())
+            old_col = pa.array(_PICKLE.encode_many(olds), pa.binary())
+            yield pa.RecordBatch.from_arrays([*arrays, old_col], names=[*_FRAME, "old"])
 
 
 @dataclass(frozen=True)
@@ -121,21 +110,27 @@ class RegroupStage:
         for batch in batches:
             col = _columns(batch)
             keys = self.key_codec.decode_many(col["key"])
+            by_op = (
+                (SUBTRACT, self.value_codec.decode_many(col["old"])),
+                (ADD, self.value_codec.decode_many(col["value"])),
+            )
             rows: dict[str, list[Any]] = {n: [] for n in (*_FRAME, "dropped")}
             for i, k in enumerate(keys):
-                rec = _rec(col, i)
-                for op, data in ((SUBTRACT, col["old"][i]), (ADD, col["value"][i])):
-                    if data is None:
+                for op, values in by_op:
+                    v = values[i]
+                    if v is None:
                         continue
-                    v = self.value_codec.decode_many([data])[0]
-                    pair = call_user(self.selector, (k, v), self.node_name, "group_by", rec)
+                    try:
+                        pair = self.selector(k, v)
+                    except Exception as e:
+                        raise _error(e, self.node_name, "group_by", col, i) from e
                     if not isinstance(pair, tuple) or len(pair) != 2:
                         raise TypeError(
                             f"KTable.group_by selector of {self.node_name!r} must return a "
                             f"(key, value) tuple; got {pair!r}."
                         )
                     nk, nv = pair
-                    rows["key"].append(None if nk is None else self.out_key.encode_many([nk])[0])
+                    rows["key"].append(nk)
                     rows["value"].append(pickle.dumps((op, nv), protocol=5))
                     rows["ts"].append(col["ts"][i])
                     rows["partition"].append(col["partition"][i])
@@ -143,6 +138,7 @@ class RegroupStage:
                     rows["seq"].append(2 * (col["seq"][i] or 0) + op)
                     rows["topic"].append(col["topic"][i])
                     rows["dropped"].append("null_key" if nk is None else None)
+            rows["key"] = self.out_key.encode_many(rows["key"])
             yield pa.RecordBatch.from_pydict(rows, schema=_regroup_schema())
 
 
@@ -187,8 +183,11 @@ class LookupKeyStage:
             values = self.value_codec.decode_many(col["value"])
             lookup = []
             for i, (k, v) in enumerate(zip(keys, values, strict=True)):
-                lk = call_user(self.selector, (k, v), self.node_name, "key_selector", _rec(col, i))
-                lookup.append(None if lk is None else self.out_key.encode_many([lk])[0])
+                try:
+                    lookup.append(self.selector(k, v))
+                except Exception as e:
+                    raise _error(e, self.node_name, "key_selector", col, i) from e
+            lookup = self.out_key.encode_many(lookup)
             arrays = [batch.column(batch.schema.get_field_index(n)) for n in _FRAME]
             yield pa.RecordBatch.from_arrays(
                 [*arrays, pa.array(lookup, pa.binary())], names=[*_FRAME, "group_key"]

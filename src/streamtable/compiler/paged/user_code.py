@@ -9,6 +9,21 @@ from streamtable.compiler.paged.records import Rec
 from streamtable.errors import StreamsError
 
 
+def user_code_error(
+    e: Exception, node: str, role: str, topic: str | None, partition: int, offset: int
+) -> StreamsError:
+    """The error that stops the application when user code raises (Kafka Streams' default
+    processing exception handler, ``LogAndFail``): names the operator, the role of the
+    function and the record's topic, partition and offset.
+    """
+    return StreamsError(
+        f"User code raised {type(e).__name__}: {e} in operator {node!r} ({role}) on the "
+        f"record at topic {topic!r} partition {partition} offset {offset}. "
+        "Kafka Streams' default processing exception handler (LogAndFail) stops the "
+        "application."
+    )
+
+
 def call_user(fn: Callable[..., Any], args: tuple[Any, ...], node: str, role: str, rec: Rec) -> Any:
     """``fn(*args)``; an exception stops the application with a message naming the operator
     and the record (Kafka Streams' default processing exception handler, ``LogAndFail``).
@@ -16,9 +31,4 @@ def call_user(fn: Callable[..., Any], args: tuple[Any, ...], node: str, role: st
     try:
         return fn(*args)
     except Exception as e:
-        raise StreamsError(
-            f"User code raised {type(e).__name__}: {e} in operator {node!r} ({role}) on the "
-            f"record at topic {rec.topic!r} partition {rec.partition} offset {rec.offset}. "
-            "Kafka Streams' default processing exception handler (LogAndFail) stops the "
-            "application."
-        ) from e
+        raise user_code_error(e, node, role, rec.topic, rec.partition, rec.offset) from e
