@@ -101,9 +101,9 @@ def test_weather_timestamps_match_record_timestamps_ms():
 def test_airline_records(airlines):
     recs = dim.airline_records(airlines)
     assert len(recs) == 16
-    assert recs[1] == (b"AA", b'{"carrier":"AA","name":"American Airlines Inc."}', 0)
+    assert recs[1] == (b"AA", b'{"carrier":"AA","name":"American Airlines Inc."}', 1)
     assert [k for k, _, _ in recs] == [c.encode() for c in airlines["carrier"]]
-    assert {ts for _, _, ts in recs} == {0}
+    assert {ts for _, _, ts in recs} == {dim.REFERENCE_TIMESTAMP_MS}
     for r, (k, v, _) in zip(_raw("airlines.csv"), recs, strict=True):
         assert k == r["carrier"].encode() and json.loads(v) == r
 
@@ -115,13 +115,13 @@ def test_plane_records_exact_bytes(planes):
         b'{"tailnum":"N10156","year":2004,"type":"Fixed wing multi engine",'
         b'"manufacturer":"EMBRAER","model":"EMB-145XR","engines":2,"seats":55,"speed":null,'
         b'"engine":"Turbo-fan"}',
-        0,
+        1,
     )
     assert recs[b"N201AA"] == (  # has a speed
         b'{"tailnum":"N201AA","year":1959,"type":"Fixed wing single engine",'
         b'"manufacturer":"CESSNA","model":"150","engines":1,"seats":2,"speed":90,'
         b'"engine":"Reciprocating"}',
-        0,
+        1,
     )
     assert recs[b"N14558"][0].startswith(b'{"tailnum":"N14558","year":null,')  # no year
 
@@ -134,7 +134,7 @@ def test_plane_records_match_csv(planes):
             c: (None if r[c] == "NA" else int(r[c]) if c in ints else r[c])
             for c in dim.PLANE_COLUMNS
         }
-        assert k == r["tailnum"].encode() and ts == 0
+        assert k == r["tailnum"].encode() and ts == 1
         assert v == json.dumps(expected, separators=(",", ":")).encode()
 
 

@@ -7,8 +7,9 @@ stream (:mod:`streamtable.demo.flights_data`):
 - ``planes`` (3,322 rows): key = tail number (``b"N10156"``), value = the plane row;
 - ``weather`` (26,115 rows): key = origin airport (``b"EWR"``), value = one hourly observation.
 
-Airlines and planes are static reference data: their records carry timestamp 0 (the epoch), so
-they precede every flight. Weather records carry the instant of the observation.
+Airlines and planes are static reference data: their records carry timestamp
+:data:`REFERENCE_TIMESTAMP_MS` (1 ms after the epoch; Kafka producers replace a timestamp of 0
+with the current time), so they precede every flight. Weather records carry the instant of the observation.
 
 The ``expected_*`` functions are an independent pandas reference of the join job's results,
 for integration tests.
@@ -39,6 +40,7 @@ __all__ = [
     "AIRLINES_TOPIC",
     "PLANES_TOPIC",
     "WEATHER_TOPIC",
+    "REFERENCE_TIMESTAMP_MS",
     "AIRLINE_COLUMNS",
     "PLANE_COLUMNS",
     "WEATHER_COLUMNS",
@@ -61,6 +63,9 @@ __all__ = [
 AIRLINES_TOPIC = "airlines"
 PLANES_TOPIC = "planes"
 WEATHER_TOPIC = "weather"
+#: Timestamp of the static airline and plane records (ms): before every flight. Not 0: Kafka
+#: producers (librdkafka, the Java client) treat a timestamp of 0 as "use the current time".
+REFERENCE_TIMESTAMP_MS = 1
 
 #: Columns of the airlines table, in CSV order.
 AIRLINE_COLUMNS: tuple[str, ...] = ("carrier", "name")
@@ -271,7 +276,8 @@ def airline_records(df: pd.DataFrame) -> list[tuple[bytes, bytes, int]]:
 
     - key: the carrier code, UTF-8 (``b"AA"``);
     - value: compact UTF-8 JSON ``{"carrier":..., "name":...}``;
-    - timestamp: 0 (the epoch). Airlines are static reference data, valid before any flight,
+    - timestamp: :data:`REFERENCE_TIMESTAMP_MS` (1). Airlines are static reference data, valid
+      before any flight,
       so a table built from this topic is complete before the first flight's event time.
 
     Records keep the table's order.
@@ -279,10 +285,10 @@ def airline_records(df: pd.DataFrame) -> list[tuple[bytes, bytes, int]]:
     Examples
     --------
     >>> [r for r in airline_records(load_airlines()) if r[0] == b"AA"]
-    [(b'AA', b'{"carrier":"AA","name":"American Airlines Inc."}', 0)]
+    [(b'AA', b'{"carrier":"AA","name":"American Airlines Inc."}', 1)]
     """
     return [
-        (k, v, 0)
+        (k, v, REFERENCE_TIMESTAMP_MS)
         for k, v in zip(_keys(df["carrier"]), _json_rows(df, AIRLINE_COLUMNS), strict=True)
     ]
 
@@ -293,8 +299,8 @@ def plane_records(df: pd.DataFrame) -> list[tuple[bytes, bytes, int]]:
     - key: the tail number, UTF-8 (``b"N10156"``);
     - value: compact UTF-8 JSON of the whole row, columns in :data:`PLANE_COLUMNS` order;
       ``year``, ``engines``, ``seats`` and ``speed`` as JSON integers, missing values ``null``;
-    - timestamp: 0 (the epoch). Planes are static reference data; updates made with
-      :func:`plane_update_records` carry a later timestamp.
+    - timestamp: :data:`REFERENCE_TIMESTAMP_MS` (1). Planes are static reference data; updates
+      made with :func:`plane_update_records` carry a later timestamp.
 
     Records keep the table's order (by tail number).
 
@@ -302,12 +308,13 @@ def plane_records(df: pd.DataFrame) -> list[tuple[bytes, bytes, int]]:
     --------
     >>> [(key, ts)] = [(k, t) for k, _, t in plane_records(load_planes().head(1))]
     >>> key, ts
-    (b'N10156', 0)
+    (b'N10156', 1)
     >>> print(plane_records(load_planes().head(1))[0][1].decode())
     {"tailnum":"N10156","year":2004,"type":"Fixed wing multi engine","manufacturer":"EMBRAER",...}
     """
     return [
-        (k, v, 0) for k, v in zip(_keys(df["tailnum"]), _json_rows(df, PLANE_COLUMNS), strict=True)
+        (k, v, REFERENCE_TIMESTAMP_MS)
+        for k, v in zip(_keys(df["tailnum"]), _json_rows(df, PLANE_COLUMNS), strict=True)
     ]
 
 
