@@ -15,6 +15,7 @@ from streamtable.dsl.joins import add_join
 from streamtable.errors import TopologyError
 from streamtable.topology.nodes import (
     JoinKind,
+    JoinNode,
     RecordOpKind,
     RecordOpNode,
     RepartitionNode,
@@ -173,48 +174,157 @@ class KTable:
         other: KTable,
         joiner: Callable[[Any, Any], Any],
         *,
+        foreign_key_extractor: Callable[[Any], Any] | None = None,
         name: str | None = None,
     ) -> KTable:
-        """Inner table-table join on the primary key (``KTable.join``).
+        """Inner table-table join, on the primary key or on a foreign key (``KTable.join``).
 
-        The result row of a key is ``joiner(left_value, right_value)`` while both sides have
-        a value; when either side is deleted the result is deleted (a tombstone is emitted
-        if the result existed). Updates on either side update the result; output timestamp
-        = the larger of the two sides' timestamps. Follows Kafka Streams'
-        ``KTableKTableInnerJoin`` and its documented semantics table.
+        Parameters
+        ----------
+        other : KTable
+            The right table.
+        joiner : callable
+            ``joiner(left_value, right_value) -> result``; never called with ``None``.
+        foreign_key_extractor : callable, optional
+            ``foreign_key_extractor(left_value) -> right key``: a foreign-key join (KIP-213),
+            see Notes. Without it the tables are joined on their primary keys.
+        name : str, optional
+            Name of the join processor; its state store is ``<name>-store`` (primary key) or
+            ``<name>-subscription-store`` (foreign key).
+
+        Returns
+        -------
+        KTable
+            Keyed by this (the left) table's keys, with the left table's key serde.
+
+        Raises
+        ------
+        TopologyError
+            If ``other`` is not a ``KTable``, a callable has the wrong arity, or a table is
+            windowed.
+
+        Notes
+        -----
+        Primary-key join: the result row of a key is ``joiner(left_value, right_value)``
+        while both sides have a value; when either side is deleted the result is deleted (a
+        tombstone is emitted if the result existed). Updates on either side update the
+        result; output timestamp = the larger of the two sides' timestamps. Follows Kafka
+        Streams' ``KTableKTableInnerJoin`` and its documented semantics table.
+
+        Foreign-key join (Kafka Streams' ``SubscriptionSendProcessorSupplier``,
+        ``SubscriptionJoinProcessorSupplier``, ``ForeignTableJoinProcessorSupplier`` and
+        ``ResponseJoinProcessorSupplier``): each left row ``(k, v)`` joins the right row of
+        key ``foreign_key_extractor(v)``; the result row of ``k`` is
+        ``joiner(v, right_value)`` while that right row exists.
+
+        - A left insert/update emits ``joiner(v, right)`` if the right row exists (output
+          timestamp: the larger of the two rows' timestamps). If it does not, a tombstone
+          for ``k`` is emitted only when the foreign key changed (an earlier result may
+          exist), as Kafka Streams does; an unchanged foreign key emits nothing.
+        - When the foreign key changes, the old right row no longer contributes: the result
+          comes from the new one only.
+        - A left delete emits a tombstone for ``k`` (if the deleted row had a foreign key).
+        - A right insert/update re-joins every left row currently referencing it; a right
+          delete emits a tombstone for each of them (timestamp: the right record's).
+        - A ``None`` foreign key joins nothing: a tombstone is emitted if the previous value
+          had a foreign key, and the record is counted as dropped (``null_foreign_key``).
+
+        The right table is repartitioned by its key and the left table's subscriptions by
+        foreign key (Kafka Streams' ``-subscription-registration`` and
+        ``-subscription-response`` topics), so the two tables need not be co-partitioned.
+        Within a micro-batch updates apply in timestamp order and only the last result per
+        left key is emitted (record-cache coalescing); where Kafka Streams drops a response
+        computed for a left value that has since changed (its value-hash check), the result
+        here is always computed from the current left value, so the final table does not
+        depend on how the input is cut into micro-batches.
         """
-        return self._join(other, joiner, "inner", name)
+        return self._join(other, joiner, "inner", name, foreign_key_extractor)
 
     def left_join(
         self,
         other: KTable,
         joiner: Callable[[Any, Any], Any],
         *,
+        foreign_key_extractor: Callable[[Any], Any] | None = None,
         name: str | None = None,
     ) -> KTable:
-        """Left table-table join: every left row, joined with the right row or ``None``."""
-        return self._join(other, joiner, "left", name)
+        """Left table-table join: every left row, joined with the right row or ``None``.
+
+        Parameters and results as :meth:`join`; ``joiner(left_value, None)`` is called when
+        the right row is absent.
+
+        Notes
+        -----
+        Foreign-key left join (Kafka Streams' ``SubscriptionSendProcessorSupplier`` with
+        ``leftJoin``): every left insert/update emits ``joiner(v, right or None)``,
+        including when ``foreign_key_extractor(v)`` returns ``None`` (Kafka Streams 3.7+,
+        KIP-962); a left delete emits a tombstone; a right update re-joins every left row
+        referencing it, a right delete gives ``joiner(v, None)`` for each. Output
+        timestamps as for :meth:`join`.
+        """
+        return self._join(other, joiner, "left", name, foreign_key_extractor)
 
     def outer_join(
         self,
         other: KTable,
         joiner: Callable[[Any, Any], Any],
         *,
+        foreign_key_extractor: Callable[[Any], Any] | None = None,
         name: str | None = None,
     ) -> KTable:
-        """Outer table-table join: a result row while either side has a value."""
+        """Outer table-table join: a result row while either side has a value.
+
+        Raises
+        ------
+        TopologyError
+            If ``foreign_key_extractor`` is given: Kafka Streams has no foreign-key outer
+            join (use :meth:`left_join`).
+        """
+        if foreign_key_extractor is not None:
+            raise TopologyError(
+                "KTable.outer_join has no foreign-key form (Kafka Streams offers only join "
+                "and leftJoin with a foreign-key extractor); use join(...) or left_join(...) "
+                "with foreign_key_extractor=."
+            )
         return self._join(other, joiner, "outer", name)
 
     def _join(
-        self, other: KTable, joiner: Callable[[Any, Any], Any], join_type: str, name: str | None
+        self,
+        other: KTable,
+        joiner: Callable[[Any, Any], Any],
+        join_type: str,
+        name: str | None,
+        foreign_key_extractor: Callable[[Any], Any] | None = None,
     ) -> KTable:
+        method = _method(join_type)
         if not isinstance(other, KTable):
             raise TopologyError(
-                f"KTable.{_method(join_type)} joins another KTable; got {type(other).__name__}."
+                f"KTable.{method} joins another KTable; got {type(other).__name__}."
             )
-        check_callable(joiner, f"KTable.{_method(join_type)} joiner", "left_value, right_value", 2)
+        check_callable(joiner, f"KTable.{method} joiner", "left_value, right_value", 2)
         if self._windows is not None or other._windows is not None:
             raise TopologyError("Joins of windowed tables are not supported.")
+        if foreign_key_extractor is not None:
+            check_callable(
+                foreign_key_extractor, f"KTable.{method} foreign_key_extractor", "value", 1
+            )
+            node = self._graph.names.processor("KTABLE", "FK-JOIN-OUTPUT", name)
+            if name is None:
+                store = self._graph.names.store("KTABLE", "FK-JOIN-SUBSCRIPTION")
+            else:
+                store = self._graph.names.claim(f"{name}-subscription-store", kind="store")
+            self._graph.add(
+                JoinNode(
+                    node,
+                    (self._node_name, other.node_name),
+                    kind=JoinKind.TABLE_TABLE_FK,
+                    join_type=join_type,
+                    joiner=joiner,
+                    foreign_key_extractor=foreign_key_extractor,
+                    store_names=(store,),
+                )
+            )
+            return KTable(self._graph, node, key_serde=self._key_serde)
         node = add_join(
             self._graph,
             JoinKind.TABLE_TABLE,

@@ -16,7 +16,8 @@ module per core node (``streamtable.compiler``). Sugar such as ``filter_not``, `
 | :class:`TableSourceNode` | ``StreamsBuilder.table``, ``StreamsBuilder.global_table`` |
 | :class:`TableOpNode` | KTable ``filter``/``filter_not``/``map_values``, ``group_by`` (re-keying) |
 | :class:`TableAggregateNode` | KGroupedTable ``count``, ``reduce``, ``aggregate`` |
-| :class:`JoinNode` | every ``join``/``left_join``/``outer_join`` |
+| :class:`JoinNode` | every ``join``/``left_join``/``outer_join``, incl. the KTable
+  foreign-key join |
 | :class:`SinkNode` | ``to`` |
 
 Nodes are immutable; a node refers to its parents by name.
@@ -255,6 +256,9 @@ class JoinKind(str, Enum):
     STREAM_TABLE = "stream-table"
     STREAM_GLOBAL_TABLE = "stream-globaltable"
     TABLE_TABLE = "table-table"
+    #: KTable-KTable foreign-key join (KIP-213): ``foreign_key_extractor(left_value)`` is
+    #: the right table's key; the result is keyed by the left table's key
+    TABLE_TABLE_FK = "table-table-fk"
 
 
 @dataclass(frozen=True)
@@ -273,13 +277,16 @@ class JoinNode(Node):
     """A join of two streams/tables; ``join_type`` is ``inner``, ``left`` or ``outer``.
 
     ``joiner(left_value, right_value)``; ``key_selector(key, value)`` gives the lookup key of
-    a stream-GlobalKTable join; ``windows`` is set for stream-stream joins.
+    a stream-GlobalKTable join; ``foreign_key_extractor(left_value)`` the right table's key
+    of a foreign-key table join (:attr:`JoinKind.TABLE_TABLE_FK`, inner or left only);
+    ``windows`` is set for stream-stream joins.
     """
 
     kind: JoinKind = JoinKind.STREAM_TABLE
     join_type: str = "inner"
     joiner: Callable[[Any, Any], Any] | None = None
     key_selector: Callable[[Any, Any], Any] | None = None
+    foreign_key_extractor: Callable[[Any], Any] | None = None
     windows: JoinWindowSpec | None = None
     store_names: tuple[str, ...] = ()
 

@@ -10,6 +10,7 @@ from pyspark.sql import functions as F
 
 from streamtable.compiler.codecs import PickleCodec
 from streamtable.compiler.frame import CompileContext, Frame
+from streamtable.compiler.lower.fk_join import lower_fk_join
 from streamtable.compiler.lower.paged import frame_columns_only, run_paged
 from streamtable.compiler.lower.record_ops import convert, validated
 from streamtable.compiler.metrics import count_and_drop
@@ -46,6 +47,8 @@ def lower_join(lowerer: Lowerer, node: JoinNode) -> Frame:
         If co-partitioned inputs are read from topics with different partition counts
         (Kafka Streams refuses such a topology too).
     """
+    if node.kind is JoinKind.TABLE_TABLE_FK:
+        return lower_fk_join(lowerer, node)
     ctx = lowerer.ctx
     if node.kind is not JoinKind.STREAM_GLOBAL_TABLE:
         check_copartitioned(lowerer, node)
