@@ -8,8 +8,9 @@ stream (:mod:`streamtable.demo.flights_data`):
 - ``weather`` (26,115 rows): key = origin airport (``b"EWR"``), value = one hourly observation.
 
 Airlines and planes are static reference data: their records carry timestamp
-:data:`REFERENCE_TIMESTAMP_MS` (1 ms after the epoch; Kafka producers replace a timestamp of 0
-with the current time), so they precede every flight. Weather records carry the instant of the observation.
+:data:`REFERENCE_TIMESTAMP_MS` (1 ms after the epoch; Kafka producers replace a timestamp of
+0 with the current time), so they precede every flight. Weather records carry the instant of
+the observation.
 
 The ``expected_*`` functions are an independent pandas reference of the join job's results,
 for integration tests.

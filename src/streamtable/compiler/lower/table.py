@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 from streamtable.compiler.codecs import PickleCodec, SerdeCodec, codec_for
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.compiler.lower.paged import frame_columns_only, run_paged
-from streamtable.compiler.lower.record_ops import run_stage, validated
+from streamtable.compiler.lower.record_ops import convert, run_stage, validated
 from streamtable.compiler.lower.source import lower_source
 from streamtable.compiler.metrics import count_and_drop
 from streamtable.compiler.paged.stages import (
@@ -85,17 +85,16 @@ def lower_table_op_upserts(ctx: CompileContext, node: TableOpNode, parent: Frame
 def lower_table_changes(lowerer: Lowerer, name: str) -> Frame:
     """The changes ``(key, new, old)`` of table ``name`` (see module doc).
 
-    Raises
-    ------
-    TopologyError
-        For a table whose changes cannot be computed yet (an aggregation or join result).
+    - a table read from a topic: materialized by a paged ``TableSourceKernel``;
+    - ``filter``/``map_values`` of it: the table operation applied to new and old values;
+    - a ``KTable.group_by`` aggregation: its own output, which carries the old aggregate;
+    - any other table (a stream aggregation, a join result): its upserts materialized by a
+      ``TableSourceKernel``, which keeps the latest value per key to supply ``old``.
     """
     ctx = lowerer.ctx
     node: Node = lowerer.nodes[name]
     if isinstance(node, TableSourceNode):
-        upserts = lower_table_upserts(ctx, node)
-        df = run_paged(ctx, [upserts], TableSourceKernel())
-        return Frame(df, upserts.key_codec, upserts.value_codec, stateful=True)
+        return _materialized(ctx, lower_table_upserts(ctx, node))
     if isinstance(node, RepartitionNode):
         return lower_table_changes(lowerer, node.parents[0])
     if isinstance(node, TableOpNode) and node.kind is not TableOpKind.GROUP_BY:
@@ -113,17 +112,29 @@ def lower_table_changes(lowerer: Lowerer, name: str) -> Frame:
         )
         df = base.df.mapInArrow(stage, CHANGE_DDL)
         return Frame(df, base.key_codec, PickleCodec(), stateful=True)
-    raise TopologyError(
-        f"KTable.group_by reads the table of {name!r} ({type(node).__name__}); re-grouping "
-        "is supported for tables read from a topic (StreamsBuilder.table) and their filter/"
-        "map_values, not yet for aggregation or join results. Write that table to a topic "
-        "and read it with StreamsBuilder.table."
-    )
+    if isinstance(node, TableAggregateNode):
+        return _table_aggregate_changes(lowerer, node)
+    upserts = lowerer.lower(name)
+    if upserts.value_codec.native_long:  # a native count: values as bytes for the state
+        upserts = convert(ctx, upserts, None, PickleCodec())
+    return _materialized(ctx, validated(ctx, upserts))
+
+
+def _materialized(ctx: CompileContext, upserts: Frame) -> Frame:
+    """``upserts`` materialized as a table: one ``(key, new, old)`` per key and batch."""
+    df = run_paged(ctx, [upserts], TableSourceKernel())
+    return Frame(df, upserts.key_codec, upserts.value_codec, stateful=True)
 
 
 def lower_table_aggregate(lowerer: Lowerer, node: TableAggregateNode) -> Frame:
-    """``KTable.group_by(...).aggregate/reduce/count``: re-group the changes, then fold them
-    with the adder and subtractor per group (paged ``TableAggregateKernel``).
+    """``KTable.group_by(...).aggregate/reduce/count`` as upserts of the aggregate table."""
+    changes = _table_aggregate_changes(lowerer, node)
+    return changes.with_(df=frame_columns_only(changes.df))
+
+
+def _table_aggregate_changes(lowerer: Lowerer, node: TableAggregateNode) -> Frame:
+    """Re-group the parent table's changes, then fold them with the adder and subtractor per
+    group (paged ``TableAggregateKernel``); the output carries the old aggregate.
     """
     ctx = lowerer.ctx
     rep = lowerer.nodes[node.parents[0]]
@@ -144,8 +155,7 @@ def lower_table_aggregate(lowerer: Lowerer, node: TableAggregateNode) -> Frame:
     kernel = TableAggregateKernel(
         node.name, out_key, node.initializer, node.adder, node.subtractor, node.reduce
     )
-    out = frame_columns_only(run_paged(ctx, [regrouped], kernel))
-    return Frame(out, out_key, PickleCodec(), stateful=True)
+    return Frame(run_paged(ctx, [regrouped], kernel), out_key, PickleCodec(), stateful=True)
 
 
 def table_key_codec(ctx: CompileContext, node: TableSourceNode) -> SerdeCodec:
