@@ -257,13 +257,8 @@ def test_stream_table_join(outputs, kind):
         assert any(v.endswith("|null") for _, v in want), "no unmatched stream record"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Kafka Streams 4.3.1 (KIP-962) left-joins a stream record with a null key and a "
-    "non-null value as joiner(value, null) and emits it with a null key; streamtable drops it "
-    "(counted as null_key), as KStream.join's docstring says.",
-)
 def test_stream_table_left_join_of_null_key_records(outputs):
+    """KIP-962: a left join emits joiner(value, null) with a null key for null-key records."""
     ks, st = outputs["stream-table-left"]
     want = record_multiset(r for r in ks if r[0] is None)
     got = record_multiset(r for r in st if r[0] is None)

@@ -300,7 +300,7 @@ class KStream:
           stream record joins the table *as of its own timestamp*: the latest table update
           with timestamp <= the record's (Kafka Streams' versioned-table join). Output
           timestamp = the stream record's. Records with a null key or value are dropped and
-          counted.
+          counted (a left join keeps null-key records, see :meth:`left_join`).
         - ``join(global_table, key_selector, joiner)``: the lookup key is
           ``key_selector(key, value)``; the output key stays the stream's key. A global
           table is not time-synchronized (as in Kafka Streams): the lookup sees its latest
@@ -316,6 +316,12 @@ class KStream:
 
         Stream-stream: a non-matching record is emitted as ``joiner(value, None)`` once its
         window closes (no eager null results, Kafka Streams 3.1+).
+
+        Stream-table and stream-GlobalKTable: a record with a null key and a value is not
+        dropped but emitted as ``joiner(value, None)`` with a null key (Kafka Streams 3.7+,
+        KIP-962); with a GlobalKTable its ``key_selector`` is still called and a non-null
+        lookup key is looked up. A non-null record whose lookup key is ``None`` is dropped
+        (``null_lookup_key``); records with a null value are dropped (``null_value``).
         """
         return self._join("left", other, args, name)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from streamtable.compiler.codecs import PickleCodec
@@ -19,7 +20,8 @@ from streamtable.compiler.paged.join_kernels import (
     StreamTableJoinKernel,
     TableTableJoinKernel,
 )
-from streamtable.compiler.paged.stages import LOOKUP_DDL, LookupKeyStage
+from streamtable.compiler.paged.stages import LOOKUP_DDL, LookupKeyStage, UnmatchedLeftJoinStage
+from streamtable.compiler.record_stage import FRAME_DDL
 from streamtable.errors import TopologyError
 from streamtable.topology.nodes import (
     AggregateNode,
@@ -63,8 +65,8 @@ def lower_join(lowerer: Lowerer, node: JoinNode) -> Frame:
         df = frame_columns_only(run_paged(ctx, [left, right], kernel))
         return Frame(df, left.key_codec, PickleCodec(), stateful=True)
 
-    left = _without_null_records(ctx, left)
     if node.kind is JoinKind.STREAM_STREAM:
+        left = _without_null_records(ctx, left)
         right = _without_null_records(ctx, convert(ctx, right, left.key_codec, None))
         w = node.windows
         assert w is not None
@@ -80,6 +82,18 @@ def lower_join(lowerer: Lowerer, node: JoinNode) -> Frame:
         )
         return Frame(frame_columns_only(df), left.key_codec, PickleCodec(), stateful=True)
 
+    # KIP-962 (Kafka Streams 3.7+): a left join joins a null-key record that has a value
+    # with null instead of dropping it; a GlobalKTable join still looks it up by the key its
+    # selector gives, and only a null lookup key joins it with null.
+    unmatched = None
+    if node.join_type == "left":
+        null_key = F.col("key").isNull() & F.col("value").isNotNull()
+        if node.kind is JoinKind.STREAM_TABLE:
+            unmatched = left.df.filter(null_key)
+            left = left.with_(df=left.df.filter(~null_key))
+    else:
+        null_key = F.lit(False)
+    left = _without_null_records(ctx, left, keep=null_key)
     history = _history_ms(lowerer, node.parents[1])
     if node.kind is JoinKind.STREAM_GLOBAL_TABLE:
         assert node.key_selector is not None
@@ -87,7 +101,11 @@ def lower_join(lowerer: Lowerer, node: JoinNode) -> Frame:
             node.key_selector, node.name, left.key_codec, left.value_codec, right.key_codec
         )
         looked_up = left.df.mapInArrow(stage, LOOKUP_DDL)
-        looked_up = count_and_drop(ctx, looked_up, {"null_lookup_key": F.col("group_key").isNull()})
+        no_lookup = F.col("group_key").isNull()
+        if node.join_type == "left":
+            unmatched = looked_up.filter(no_lookup & F.col("key").isNull()).drop("group_key")
+            looked_up = looked_up.filter(~(no_lookup & F.col("key").isNull()))
+        looked_up = count_and_drop(ctx, looked_up, {"null_lookup_key": no_lookup})
         left = left.with_(df=looked_up)
     else:
         left = convert(ctx, left, right.key_codec, None)
@@ -101,12 +119,20 @@ def lower_join(lowerer: Lowerer, node: JoinNode) -> Frame:
         as_of=node.kind is JoinKind.STREAM_TABLE,
     )
     df = frame_columns_only(run_paged(ctx, [left, right], kernel))
+    if unmatched is not None:
+        stage = UnmatchedLeftJoinStage(node.joiner, node.name, left.value_codec)
+        df = df.unionByName(unmatched.mapInArrow(stage, FRAME_DDL))
     return Frame(df, left.key_codec, PickleCodec(), stateful=True)
 
 
-def _without_null_records(ctx: CompileContext, stream: Frame) -> Frame:
-    """Stream records with a null key or value take no part in a join (dropped, counted)."""
-    checks = {"null_key": F.col("key").isNull(), "null_value": F.col("value").isNull()}
+def _without_null_records(ctx: CompileContext, stream: Frame, keep: Column | None = None) -> Frame:
+    """Stream records with a null key or value take no part in a join (dropped, counted),
+    except those matching ``keep``.
+    """
+    null_key = F.col("key").isNull()
+    if keep is not None:
+        null_key = null_key & ~keep
+    checks = {"null_key": null_key, "null_value": F.col("value").isNull()}
     return stream.with_(df=count_and_drop(ctx, stream.df, checks))
 
 

@@ -192,3 +192,30 @@ class LookupKeyStage:
             yield pa.RecordBatch.from_arrays(
                 [*arrays, pa.array(lookup, pa.binary())], names=[*_FRAME, "group_key"]
             )
+
+
+@dataclass(frozen=True)
+class UnmatchedLeftJoinStage:
+    """``joiner(value, None)`` for stream records that a left join cannot look up: a null
+    key (Kafka Streams 3.7+, KIP-962: a left stream-table join no longer drops a null-key
+    record with a value but joins it with ``null``). Output keys stay null; values are
+    pickled like the join's other results.
+    """
+
+    joiner: Callable[[Any, Any], Any]
+    node_name: str
+    value_codec: Codec
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Join every row of every batch with ``None``."""
+        for batch in batches:
+            col = _columns(batch)
+            joined = []
+            for i, v in enumerate(self.value_codec.decode_many(col["value"])):
+                try:
+                    joined.append(pickle.dumps(self.joiner(v, None), protocol=5))
+                except Exception as e:
+                    raise _error(e, self.node_name, "joiner", col, i) from e
+            arrays = [batch.column(batch.schema.get_field_index(n)) for n in _FRAME]
+            arrays[1] = pa.array(joined, pa.binary())
+            yield pa.RecordBatch.from_arrays(arrays, names=list(_FRAME))
