@@ -43,6 +43,9 @@ _DEFAULTS: dict[str, str] = {
     # Spark drop late rows: lateness is decided by streamtable's own operators, from record
     # timestamps (Spark's watermark only fires their timers).
     "spark.sql.streaming.statefulOperator.checkCorrectness.enabled": "false",
+    # Python workers forked with pandas, pyarrow and streamtable's stages already imported
+    # (see streamtable.runtime.worker_daemon)
+    "spark.python.daemon.module": "streamtable.runtime.worker_daemon",
 }
 _lock = threading.Lock()
 _KAFKA_SOURCE = "org.apache.spark.sql.kafka010.KafkaSourceProvider"

@@ -1,0 +1,117 @@
+"""Spark's Python worker daemon, with the modules every streamtable task needs imported once.
+
+Spark starts one daemon per executor (``python -m <spark.python.daemon.module>``) and forks a
+worker from it for each concurrent Python task; a forked worker imports what its task needs
+(pandas and pyarrow for Arrow stages, streamtable's stages and processors) on its own. With
+``pyspark.daemon`` as the daemon, measured on the flights × planes join, a third of the
+workers' CPU time went to those imports, compiled from source because Spark puts its
+``pyspark.zip`` (no bytecode) first on the workers' path, and another seventh to
+``importlib.invalidate_caches()``, which PySpark calls for every task and which re-reads the
+zip archive's directory (1,485 entries) once per zip importer.
+
+This module, set as ``spark.python.daemon.module`` by
+:func:`~streamtable.runtime.spark.get_spark`, imports those modules once, from the installed
+``pyspark`` package (with bytecode caches) when it is the same version as Spark's zip, and
+then runs ``pyspark.daemon``'s manager unchanged: forked workers inherit the imports.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import os
+import sys
+import zipfile
+
+#: Imported before forking: the Arrow/pandas machinery of PySpark's worker and streamtable's
+#: Python stages and stateful processors.
+PRELOAD = (
+    "pyarrow",
+    "pandas",
+    "pyspark.worker",
+    "pyspark.sql.pandas.serializers",
+    "pyspark.sql.streaming.stateful_processor_api_client",
+    "streamtable.compiler.record_stage",
+    "streamtable.compiler.aggregate_processor",
+    "streamtable.compiler.pack_stage",
+    "streamtable.compiler.paged.pack",
+    "streamtable.compiler.paged.processor",
+    "streamtable.compiler.paged.stages",
+    "streamtable.compiler.paged.table_kernels",
+    "streamtable.compiler.paged.join_kernels",
+    "streamtable.compiler.paged.fk_join_kernels",
+)
+
+
+def _zip_version(path: str) -> str | None:
+    """``pyspark/version.py``'s ``__version__`` inside Spark's ``pyspark.zip``."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            text = z.read("pyspark/version.py").decode("utf-8")
+    except (OSError, KeyError, zipfile.BadZipFile):
+        return None
+    scope: dict[str, object] = {}
+    exec(compile(text, "pyspark/version.py", "exec"), scope)  # noqa: S102 - Spark's own file
+    version = scope.get("__version__")
+    return version if isinstance(version, str) else None
+
+
+def _installed_version(path: list[str]) -> str | None:
+    """The version of the ``pyspark`` package found on ``path`` (not imported)."""
+    spec = importlib.machinery.PathFinder.find_spec("pyspark", path)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    version_file = os.path.join(list(spec.submodule_search_locations)[0], "version.py")
+    try:
+        with open(version_file, encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return None
+    scope: dict[str, object] = {}
+    exec(compile(text, version_file, "exec"), scope)  # noqa: S102 - an installed package's file
+    version = scope.get("__version__")
+    return version if isinstance(version, str) else None
+
+
+def prefer_installed_pyspark() -> bool:
+    """Drop Spark's ``pyspark.zip`` and ``py4j-*.zip`` from ``sys.path`` when the installed
+    ``pyspark`` and ``py4j`` packages can stand in for them (same pyspark version).
+
+    Returns whether the path was changed. Nothing is changed on a machine whose Python lacks
+    the packages or has another pyspark version (a cluster with its own ``SPARK_HOME``).
+    """
+    zips = [
+        p
+        for p in sys.path
+        if p.endswith(".zip") and os.path.basename(p).startswith(("pyspark", "py4j"))
+    ]
+    spark_zip = next((p for p in zips if os.path.basename(p) == "pyspark.zip"), None)
+    if spark_zip is None or "pyspark" in sys.modules:
+        return False
+    rest = [p for p in sys.path if p not in zips]
+    if importlib.machinery.PathFinder.find_spec("py4j", rest) is None:
+        return False
+    zip_version = _zip_version(spark_zip)
+    if zip_version is None or zip_version != _installed_version(rest):
+        return False
+    sys.path[:] = rest
+    for p in zips:
+        sys.path_importer_cache.pop(p, None)
+    return True
+
+
+def main() -> None:
+    """Preload, then run PySpark's daemon manager."""
+    prefer_installed_pyspark()
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # an optional module of another PySpark version: load it lazily
+            pass
+    from pyspark import daemon
+
+    daemon.manager()
+
+
+if __name__ == "__main__":
+    main()
