@@ -41,7 +41,7 @@ from typing import Any
 import pyarrow as pa
 
 from streamtable.compiler.codecs import Codec
-from streamtable.compiler.paged.records import Out, Rec, source_order
+from streamtable.compiler.paged.records import Out, Rec, frame_schema, source_order
 from streamtable.compiler.paged.user_code import call_user, user_code_error
 
 LEFT, RIGHT = 0, 1
@@ -221,19 +221,7 @@ class SubscriptionStage:
 
 
 #: :data:`SUBSCRIPTION_DDL` in Arrow (``mapInArrow`` matches columns by position).
-_SCHEMA = pa.schema(
-    [
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("ts", pa.int64()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("seq", pa.int64()),
-        ("topic", pa.string()),
-        ("group_key", pa.binary()),
-        ("dropped", pa.string()),
-    ]
-)
+_SCHEMA = frame_schema(("group_key", pa.binary()), ("dropped", pa.string()))
 
 
 @dataclass

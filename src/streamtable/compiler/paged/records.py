@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+import pyarrow as pa
+
 
 class Rec(NamedTuple):
     """One input record of a kernel; tuples sort by (ts, topic, partition, offset, seq, side).
@@ -62,3 +64,22 @@ class Out(NamedTuple):
 def source_order(rec: Rec) -> tuple[Any, ...]:
     """Offset order: how Kafka Streams applies the updates of one table partition."""
     return (rec.topic, rec.partition, rec.offset, rec.seq)
+
+
+def frame_schema(*extra: tuple[str, pa.DataType]) -> pa.Schema:
+    """The Arrow schema of a frame's columns (``FRAME_DDL``) followed by ``extra`` columns, for
+    Python stages that build their output batches column by column (``mapInArrow`` matches
+    columns by position).
+    """
+    return pa.schema(
+        [
+            ("key", pa.binary()),
+            ("value", pa.binary()),
+            ("ts", pa.int64()),
+            ("partition", pa.int32()),
+            ("offset", pa.int64()),
+            ("seq", pa.int64()),
+            ("topic", pa.string()),
+            *extra,
+        ]
+    )

@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from streamtable.compiler.codecs import Codec, PickleCodec
+from streamtable.compiler.paged.records import frame_schema
 from streamtable.compiler.paged.table_kernels import ADD, SUBTRACT
 from streamtable.compiler.paged.user_code import user_code_error
 from streamtable.topology.nodes import TableOpKind
@@ -143,18 +144,7 @@ class RegroupStage:
 
 
 def _regroup_schema() -> pa.Schema:
-    return pa.schema(
-        [
-            ("key", pa.binary()),
-            ("value", pa.binary()),
-            ("ts", pa.int64()),
-            ("partition", pa.int32()),
-            ("offset", pa.int64()),
-            ("seq", pa.int64()),
-            ("topic", pa.string()),
-            ("dropped", pa.string()),
-        ]
-    )
+    return frame_schema(("dropped", pa.string()))
 
 
 REGROUP_DDL = (
