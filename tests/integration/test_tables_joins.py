@@ -158,21 +158,58 @@ def test_stream_table_join_is_temporal(kafka_broker, spark, topic_name, app_conf
 
 
 def test_stream_global_table_join_by_selected_key(kafka_broker, spark, topic_name, app_config):
+    """The lookup key decides, never the record's own key (a null-key order is looked up);
+    a null lookup key drops the record, except a null-key one in a left join (KIP-962).
+    """
     bs = kafka_broker.bootstrap_servers
-    orders, customers, out = topic_name("orders"), topic_name("customers"), topic_name("o")
-    ensure_topics(bs, {orders: 3, customers: 1, out: 1})
-    produce_records(bs, customers, [rec("c1", "Ann", 0), rec("c2", "Bob", 0)])
+    orders, customers = topic_name("orders"), topic_name("customers")
+    out, lout = topic_name("o"), topic_name("lo")
+    ensure_topics(bs, {orders: 3, customers: 1, out: 1, lout: 1})
+    produce_records(bs, customers, [rec("c1", "Ann", 1), rec("c2", "Bob", 1)])
     produce_records(
-        bs, orders, [rec("o1", "c1:pen", 10), rec("o2", "c2:ink", 11), rec("o3", "c9:cup", 12)]
+        bs,
+        orders,
+        [
+            rec("o1", "c1:pen", 10),
+            rec("o2", "c2:ink", 11),
+            rec("o3", "c9:cup", 12),
+            rec(None, "c1:mug", 13),
+            rec(None, "-:cap", 14),
+            rec("o4", "-:hat", 15),
+        ],
     )
     b = StreamsBuilder()
     cust = b.global_table(customers, key_serde=S, value_serde=S)
-    b.stream(orders, key_serde=S, value_serde=S).join(
-        cust, lambda k, v: v.split(":")[0], lambda order, name: f"{name} bought {order[3:]}"
-    ).to(out, value_serde=S)
-    run(b.build(), app_config())
-    got = sorted((k.decode(), v.decode()) for k, v, _ in read_topic(bs, out))
-    assert got == [("o1", "Ann bought pen"), ("o2", "Bob bought ink")]
+    stream = b.stream(orders, key_serde=S, value_serde=S)
+
+    def customer(_key, order):
+        return None if order.startswith("-") else order.split(":")[0]
+
+    def bought(order, name):
+        return f"{name} bought {order.split(':')[1]}"
+
+    stream.join(cust, customer, bought).to(out, value_serde=S)
+    stream.left_join(cust, customer, bought).to(lout, value_serde=S)
+    metrics = run(b.build(), app_config())
+
+    def got(topic):
+        return [(k and k.decode(), v.decode()) for k, v, _ in read_topic(bs, topic)]
+
+    key = lambda kv: (kv[0] or "", kv[1])  # noqa: E731
+    assert sorted(got(out), key=key) == [
+        (None, "Ann bought mug"),
+        ("o1", "Ann bought pen"),
+        ("o2", "Bob bought ink"),
+    ]
+    assert sorted(got(lout), key=key) == [
+        (None, "Ann bought mug"),
+        (None, "None bought cap"),
+        ("o1", "Ann bought pen"),
+        ("o2", "Bob bought ink"),
+        ("o3", "None bought cup"),
+    ]
+    # null lookup keys: "-:cap" in the inner join, "-:hat" in both
+    assert metrics["dropped-records"]["null_lookup_key"] == 3
 
 
 def test_stream_stream_windowed_join(kafka_broker, spark, topic_name, app_config):

@@ -43,8 +43,12 @@ _DEFAULTS: dict[str, str] = {
     # Spark drop late rows: lateness is decided by streamtable's own operators, from record
     # timestamps (Spark's watermark only fires their timers).
     "spark.sql.streaming.statefulOperator.checkCorrectness.enabled": "false",
-    # Python workers forked with pandas, pyarrow and streamtable's stages already imported
-    # (see streamtable.runtime.worker_daemon)
+}
+#: Local sessions only: Python workers forked with pandas, pyarrow and streamtable's stages
+#: already imported (see streamtable.runtime.worker_daemon). Not on a cluster, where the daemon
+#: would need streamtable installed on every executor before any task runs (a job that ships
+#: it with --py-files would fail).
+_LOCAL_DEFAULTS: dict[str, str] = {
     "spark.python.daemon.module": "streamtable.runtime.worker_daemon",
 }
 _lock = threading.Lock()
@@ -97,6 +101,8 @@ def get_spark(conf: Mapping[str, str] | None = None) -> SparkSession:
                 f"-Dlog4j2.configurationFile=file:{log_config}"
             )
         if settings["spark.master"].startswith("local"):
+            for k, v in _LOCAL_DEFAULTS.items():
+                settings.setdefault(k, v)
             # a local session talks only to itself: keep its RPC and block manager on loopback
             settings.setdefault("spark.driver.host", "127.0.0.1")
             settings.setdefault("spark.driver.bindAddress", "127.0.0.1")

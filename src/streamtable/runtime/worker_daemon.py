@@ -73,6 +73,11 @@ def _installed_version(path: list[str]) -> str | None:
     return version if isinstance(version, str) else None
 
 
+def _is_spark_zip(name: str) -> bool:
+    """Spark's own archives: ``pyspark.zip`` and ``py4j-<version>-src.zip``."""
+    return name == "pyspark.zip" or (name.startswith("py4j-") and name.endswith("-src.zip"))
+
+
 def prefer_installed_pyspark() -> bool:
     """Drop Spark's ``pyspark.zip`` and ``py4j-*.zip`` from ``sys.path`` when the installed
     ``pyspark`` and ``py4j`` packages can stand in for them (same pyspark version).
@@ -80,11 +85,7 @@ def prefer_installed_pyspark() -> bool:
     Returns whether the path was changed. Nothing is changed on a machine whose Python lacks
     the packages or has another pyspark version (a cluster with its own ``SPARK_HOME``).
     """
-    zips = [
-        p
-        for p in sys.path
-        if p.endswith(".zip") and os.path.basename(p).startswith(("pyspark", "py4j"))
-    ]
+    zips = [p for p in sys.path if _is_spark_zip(os.path.basename(p))]
     spark_zip = next((p for p in zips if os.path.basename(p) == "pyspark.zip"), None)
     if spark_zip is None or "pyspark" in sys.modules:
         return False

@@ -82,18 +82,21 @@ def lower_join(lowerer: Lowerer, node: JoinNode) -> Frame:
         )
         return Frame(frame_columns_only(df), left.key_codec, PickleCodec(), stateful=True)
 
-    # KIP-962 (Kafka Streams 3.7+): a left join joins a null-key record that has a value
-    # with null instead of dropping it; a GlobalKTable join still looks it up by the key its
-    # selector gives, and only a null lookup key joins it with null.
+    # A GlobalKTable join never looks at the record's own key: only a null lookup key (or
+    # value) drops a record (Kafka Streams' KStreamKTableJoinProcessor). KIP-962 (Kafka
+    # Streams 3.7+): a left stream-table join joins a null-key record that has a value with
+    # null instead of dropping it.
     unmatched = None
-    if node.join_type == "left":
-        null_key = F.col("key").isNull() & F.col("value").isNotNull()
-        if node.kind is JoinKind.STREAM_TABLE:
-            unmatched = left.df.filter(null_key)
-            left = left.with_(df=left.df.filter(~null_key))
+    null_key = F.col("key").isNull() & F.col("value").isNotNull()
+    if node.kind is JoinKind.STREAM_GLOBAL_TABLE:
+        keep = null_key
+    elif node.join_type == "left":
+        unmatched, keep = left.df.filter(null_key), F.lit(False)
+        left = left.with_(df=left.df.filter(~null_key))
     else:
-        null_key = F.lit(False)
-    left = _without_null_records(ctx, left, keep=null_key)
+        keep = F.lit(False)
+    left = _without_null_records(ctx, left, keep=keep)
+    stream_codec = left.value_codec  # of the unmatched records (before any re-encoding)
     history = _history_ms(lowerer, node.parents[1])
     if node.kind is JoinKind.STREAM_GLOBAL_TABLE:
         assert node.key_selector is not None
@@ -120,7 +123,7 @@ def lower_join(lowerer: Lowerer, node: JoinNode) -> Frame:
     )
     df = frame_columns_only(run_paged(ctx, [left, right], kernel))
     if unmatched is not None:
-        stage = UnmatchedLeftJoinStage(node.joiner, node.name, left.value_codec)
+        stage = UnmatchedLeftJoinStage(node.joiner, node.name, stream_codec)
         df = df.unionByName(unmatched.mapInArrow(stage, FRAME_DDL))
     return Frame(df, left.key_codec, PickleCodec(), stateful=True)
 

@@ -20,6 +20,8 @@ from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValues
 
+from streamtable.compiler.paged.records import time_order
+
 #: Output schema: records/changes, plus rows with a null key counting dropped records.
 OUTPUT_DDL = (
     "key binary, value binary, old binary, ts bigint, partition int, offset bigint, "
@@ -92,7 +94,7 @@ class PagedProcessor(StatefulProcessor):
         kernel.drops = {}
         out: list[Row] = []
         for gk in sorted(groups):
-            records = sorted(groups[gk])
+            records = sorted(groups[gk], key=time_order)
             entry, outs = kernel.process(gk, records, entries.get(gk), meta)
             if entry is None:
                 entries.pop(gk, None)
