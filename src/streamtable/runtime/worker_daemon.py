@@ -43,34 +43,25 @@ PRELOAD = (
 )
 
 
-def _zip_version(path: str) -> str | None:
-    """``pyspark/version.py``'s ``__version__`` inside Spark's ``pyspark.zip``."""
+def _zip_version_file(path: str) -> bytes | None:
+    """The bytes of ``pyspark/version.py`` inside Spark's ``pyspark.zip``."""
     try:
         with zipfile.ZipFile(path) as z:
-            text = z.read("pyspark/version.py").decode("utf-8")
+            return z.read("pyspark/version.py")
     except (OSError, KeyError, zipfile.BadZipFile):
         return None
-    scope: dict[str, object] = {}
-    exec(compile(text, "pyspark/version.py", "exec"), scope)  # noqa: S102 - Spark's own file
-    version = scope.get("__version__")
-    return version if isinstance(version, str) else None
 
 
-def _installed_version(path: list[str]) -> str | None:
-    """The version of the ``pyspark`` package found on ``path`` (not imported)."""
+def _installed_version_file(path: list[str]) -> bytes | None:
+    """The bytes of ``version.py`` of the ``pyspark`` package found on ``path``."""
     spec = importlib.machinery.PathFinder.find_spec("pyspark", path)
     if spec is None or not spec.submodule_search_locations:
         return None
-    version_file = os.path.join(list(spec.submodule_search_locations)[0], "version.py")
     try:
-        with open(version_file, encoding="utf-8") as f:
-            text = f.read()
+        with open(os.path.join(list(spec.submodule_search_locations)[0], "version.py"), "rb") as f:
+            return f.read()
     except OSError:
         return None
-    scope: dict[str, object] = {}
-    exec(compile(text, version_file, "exec"), scope)  # noqa: S102 - an installed package's file
-    version = scope.get("__version__")
-    return version if isinstance(version, str) else None
 
 
 def _is_spark_zip(name: str) -> bool:
@@ -92,8 +83,8 @@ def prefer_installed_pyspark() -> bool:
     rest = [p for p in sys.path if p not in zips]
     if importlib.machinery.PathFinder.find_spec("py4j", rest) is None:
         return False
-    zip_version = _zip_version(spark_zip)
-    if zip_version is None or zip_version != _installed_version(rest):
+    zip_version = _zip_version_file(spark_zip)
+    if zip_version is None or zip_version != _installed_version_file(rest):
         return False
     sys.path[:] = rest
     for p in zips:

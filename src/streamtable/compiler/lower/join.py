@@ -20,8 +20,7 @@ from streamtable.compiler.paged.join_kernels import (
     StreamTableJoinKernel,
     TableTableJoinKernel,
 )
-from streamtable.compiler.paged.stages import LOOKUP_DDL, LookupKeyStage, UnmatchedLeftJoinStage
-from streamtable.compiler.record_stage import FRAME_DDL
+from streamtable.compiler.paged.stages import LOOKUP_DDL, LookupKeyStage
 from streamtable.errors import TopologyError
 from streamtable.topology.nodes import (
     AggregateNode,
@@ -84,19 +83,11 @@ def lower_join(lowerer: Lowerer, node: JoinNode) -> Frame:
 
     # A GlobalKTable join never looks at the record's own key: only a null lookup key (or
     # value) drops a record (Kafka Streams' KStreamKTableJoinProcessor). KIP-962 (Kafka
-    # Streams 3.7+): a left stream-table join joins a null-key record that has a value with
-    # null instead of dropping it.
-    unmatched = None
+    # Streams 3.7+): a left join joins a null-key record that has a value with null instead
+    # of dropping it; such records reach the kernel without a group key (see KernelPack).
     null_key = F.col("key").isNull() & F.col("value").isNotNull()
-    if node.kind is JoinKind.STREAM_GLOBAL_TABLE:
-        keep = null_key
-    elif node.join_type == "left":
-        unmatched, keep = left.df.filter(null_key), F.lit(False)
-        left = left.with_(df=left.df.filter(~null_key))
-    else:
-        keep = F.lit(False)
-    left = _without_null_records(ctx, left, keep=keep)
-    stream_codec = left.value_codec  # of the unmatched records (before any re-encoding)
+    keep_null_key = node.kind is JoinKind.STREAM_GLOBAL_TABLE or node.join_type == "left"
+    left = _without_null_records(ctx, left, keep=null_key if keep_null_key else None)
     history = _history_ms(lowerer, node.parents[1])
     if node.kind is JoinKind.STREAM_GLOBAL_TABLE:
         assert node.key_selector is not None
@@ -106,8 +97,7 @@ def lower_join(lowerer: Lowerer, node: JoinNode) -> Frame:
         looked_up = left.df.mapInArrow(stage, LOOKUP_DDL)
         no_lookup = F.col("group_key").isNull()
         if node.join_type == "left":
-            unmatched = looked_up.filter(no_lookup & F.col("key").isNull()).drop("group_key")
-            looked_up = looked_up.filter(~(no_lookup & F.col("key").isNull()))
+            no_lookup = no_lookup & F.col("key").isNotNull()
         looked_up = count_and_drop(ctx, looked_up, {"null_lookup_key": no_lookup})
         left = left.with_(df=looked_up)
     else:
@@ -122,9 +112,6 @@ def lower_join(lowerer: Lowerer, node: JoinNode) -> Frame:
         as_of=node.kind is JoinKind.STREAM_TABLE,
     )
     df = frame_columns_only(run_paged(ctx, [left, right], kernel))
-    if unmatched is not None:
-        stage = UnmatchedLeftJoinStage(node.joiner, node.name, stream_codec)
-        df = df.unionByName(unmatched.mapInArrow(stage, FRAME_DDL))
     return Frame(df, left.key_codec, PickleCodec(), stateful=True)
 
 

@@ -71,9 +71,16 @@ class StreamTableJoinKernel:
     drops: dict[str, int] = field(default_factory=dict)
 
     def process(
-        self, gk: bytes, records: list[Rec], entry: Any, meta: dict[str, Any]
+        self, gk: bytes | None, records: list[Rec], entry: Any, meta: dict[str, Any]
     ) -> tuple[Any, list[Out]]:
-        """Apply the key's table updates, then join its stream records."""
+        """Apply the key's table updates, then join its stream records.
+
+        ``gk`` is ``None`` for a left join's stream records that cannot be looked up (a null
+        key, or a null GlobalKTable lookup key of a null-key record): each is joined with
+        ``None`` (Kafka Streams 3.7+, KIP-962).
+        """
+        if gk is None:
+            return None, [_joined(self, rec, rec.value, None) for rec in records]
         if not self.as_of:
             return self._latest(records, entry)
         versions: list[tuple[int, bytes | None]] = list(entry) if entry else []

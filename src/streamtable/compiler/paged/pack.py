@@ -21,7 +21,9 @@ class KernelPack:
 
     The row's ``value`` is ``pickle({group key: [Rec, ...]})``. The group key is the
     ``group_key`` column when present (a GlobalKTable lookup key), else ``key``. ``side``
-    tags the records of one join input.
+    tags the records of one join input. Records without a group key (a left join's null-key
+    stream records) are packed on page 0 under the group key ``None``: the kernel keeps no
+    state for them.
     """
 
     side: int = 0
@@ -51,7 +53,8 @@ class KernelPack:
                 col["value"][i],
                 olds[i],
             )
-            pages.setdefault(page_of(gk), {}).setdefault(gk, []).append(rec)
+            page = 0 if gk is None else page_of(gk)
+            pages.setdefault(page, {}).setdefault(gk, []).append(rec)
         max_ts = [max(r.ts for recs in g.values() for r in recs) for g in pages.values()]
         return pa.RecordBatch.from_arrays(
             [

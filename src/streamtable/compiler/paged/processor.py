@@ -2,7 +2,8 @@
 
 A kernel implements ``process(group_key, records, entry, page_meta) -> (entry, outputs)``
 where ``records`` are the key's :class:`~.records.Rec` of this micro-batch sorted by (ts,
-topic, partition, offset, seq, side), ``entry`` is the key's state (``None`` when absent; a
+topic, partition, offset, seq, side) (``group_key`` is ``None`` for records without one,
+which never get state), ``entry`` is the key's state (``None`` when absent; a
 returned ``None`` deletes it) and ``page_meta`` a dict shared by the page's keys (for
 example a stream-time estimate). Optional: ``after_batch(entries, page_meta, watermark)``
 for eviction, ``drops`` (a dict reason -> count the kernel fills).
@@ -84,7 +85,7 @@ class PagedProcessor(StatefulProcessor):
         rows: Iterator[Row],
         timerValues: TimerValues,  # noqa: N803
     ) -> Iterator[Row]:
-        groups: dict[bytes, list[Any]] = {}
+        groups: dict[bytes | None, list[Any]] = {}
         for row in rows:
             for gk, recs in pickle.loads(row.value).items():
                 groups.setdefault(gk, []).extend(recs)
@@ -93,10 +94,10 @@ class PagedProcessor(StatefulProcessor):
         kernel = self.kernel
         kernel.drops = {}
         out: list[Row] = []
-        for gk in sorted(groups):
+        for gk in sorted(groups, key=lambda g: (g is not None, g or b"")):
             records = sorted(groups[gk], key=time_order)
             entry, outs = kernel.process(gk, records, entries.get(gk), meta)
-            if entry is None:
+            if entry is None or gk is None:
                 entries.pop(gk, None)
             else:
                 entries[gk] = entry

@@ -140,11 +140,10 @@ class RegroupStage:
                     rows["topic"].append(col["topic"][i])
                     rows["dropped"].append("null_key" if nk is None else None)
             rows["key"] = self.out_key.encode_many(rows["key"])
-            yield pa.RecordBatch.from_pydict(rows, schema=_regroup_schema())
+            yield pa.RecordBatch.from_pydict(rows, schema=_REGROUP_SCHEMA)
 
 
-def _regroup_schema() -> pa.Schema:
-    return frame_schema(("dropped", pa.string()))
+_REGROUP_SCHEMA = frame_schema(("dropped", pa.string()))
 
 
 REGROUP_DDL = (
@@ -182,30 +181,3 @@ class LookupKeyStage:
             yield pa.RecordBatch.from_arrays(
                 [*arrays, pa.array(lookup, pa.binary())], names=[*_FRAME, "group_key"]
             )
-
-
-@dataclass(frozen=True)
-class UnmatchedLeftJoinStage:
-    """``joiner(value, None)`` for stream records that a left join cannot look up: a null
-    key (Kafka Streams 3.7+, KIP-962: a left stream-table join no longer drops a null-key
-    record with a value but joins it with ``null``). Output keys stay null; values are
-    pickled like the join's other results.
-    """
-
-    joiner: Callable[[Any, Any], Any]
-    node_name: str
-    value_codec: Codec
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        """Join every row of every batch with ``None``."""
-        for batch in batches:
-            col = _columns(batch)
-            joined = []
-            for i, v in enumerate(self.value_codec.decode_many(col["value"])):
-                try:
-                    joined.append(pickle.dumps(self.joiner(v, None), protocol=5))
-                except Exception as e:
-                    raise _error(e, self.node_name, "joiner", col, i) from e
-            arrays = [batch.column(batch.schema.get_field_index(n)) for n in _FRAME]
-            arrays[1] = pa.array(joined, pa.binary())
-            yield pa.RecordBatch.from_arrays(arrays, names=list(_FRAME))
