@@ -16,6 +16,7 @@ module per core node (``streamtable.compiler``). Sugar such as ``filter_not``, `
 | :class:`TableSourceNode` | ``StreamsBuilder.table``, ``StreamsBuilder.global_table`` |
 | :class:`TableOpNode` | KTable ``filter``/``filter_not``/``map_values``, ``group_by`` (re-keying) |
 | :class:`TableAggregateNode` | KGroupedTable ``count``, ``reduce``, ``aggregate`` |
+| :class:`SuppressNode` | ``KTable.suppress`` |
 | :class:`JoinNode` | every ``join``/``left_join``/``outer_join``, incl. the KTable
   foreign-key join |
 | :class:`SinkNode` | ``to`` |
@@ -143,6 +144,35 @@ class TimeWindowSpec:
 
 
 @dataclass(frozen=True)
+class SlidingWindowSpec:
+    """Kafka Streams' sliding windows: ``[start, start + time_difference_ms]``, both ends
+    inclusive, created where records enter or leave a window (ms).
+    """
+
+    time_difference_ms: int
+    grace_ms: int
+
+    @property
+    def size_ms(self) -> int:
+        """The window length: its end is ``start + size_ms`` (inclusive)."""
+        return self.time_difference_ms
+
+
+@dataclass(frozen=True)
+class SessionWindowSpec:
+    """Session windows: records of a key closer than ``inactivity_gap_ms`` share a session
+    ``[first ts, last ts]`` (both inclusive, ms).
+    """
+
+    inactivity_gap_ms: int
+    grace_ms: int
+
+
+#: Any window specification of a windowed aggregation.
+WindowSpec = TimeWindowSpec | SlidingWindowSpec | SessionWindowSpec
+
+
+@dataclass(frozen=True)
 class Aggregation:
     """A fold over the values of one key: ``agg = aggregator(key, value, agg)``.
 
@@ -156,6 +186,8 @@ class Aggregation:
     aggregator: Callable[[Any, Any, Any], Any]
     native: str | None = None
     skip_null_values: bool = True
+    #: session windows: ``merger(key, agg1, agg2)`` combines the aggregates of merged sessions
+    merger: Callable[[Any, Any, Any], Any] | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -169,10 +201,14 @@ class AggregateNode(Node):
 
     store_name: str = ""
     aggregation: Aggregation | None = None
-    windows: TimeWindowSpec | None = None
+    windows: WindowSpec | None = None
     key_serde: Serde | None = None
     value_serde: Serde | None = None
     op_label: str = "AGGREGATE"
+    #: how long (ms) a window is kept after its start; default: window size + grace
+    retention_ms: int | None = None
+    #: where records dropped for a closed window are written (``None``: only counted)
+    late_records_topic: str | None = None
 
     @property
     def stores(self) -> tuple[str, ...]:
@@ -294,6 +330,37 @@ class JoinNode(Node):
     def stores(self) -> tuple[str, ...]:
         """The join's state stores."""
         return self.store_names
+
+
+@dataclass(frozen=True)
+class SuppressSpec:
+    """What ``KTable.suppress`` holds back (Kafka Streams' ``Suppressed``).
+
+    ``until_window_closes``: one final result per window once the window has closed.
+    Otherwise ``time_limit_ms``: a key's update waits until stream time has passed its
+    timestamp + the limit, replaced by later updates meanwhile. ``max_records``/``max_bytes``
+    bound the buffer (``None``: unbounded); when full, ``emit_early`` evicts the oldest keys,
+    else the application stops (``shutDownWhenFull``).
+    """
+
+    until_window_closes: bool
+    time_limit_ms: int = 0
+    max_records: int | None = None
+    max_bytes: int | None = None
+    emit_early: bool = False
+
+
+@dataclass(frozen=True, eq=False)
+class SuppressNode(Node):
+    """``KTable.suppress``: holds back a table's updates (see :class:`SuppressSpec`)."""
+
+    suppress: SuppressSpec | None = None
+    store_name: str = ""
+
+    @property
+    def stores(self) -> tuple[str, ...]:
+        """The suppression buffer."""
+        return (self.store_name,)
 
 
 @dataclass(frozen=True, eq=False)

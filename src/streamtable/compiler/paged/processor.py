@@ -13,6 +13,7 @@ State: one ``ValueState`` per page, ``pickle({"entries": {gk: entry}, "meta": {.
 
 from __future__ import annotations
 
+import json
 import pickle
 from collections.abc import Iterator
 from typing import Any
@@ -21,12 +22,23 @@ from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValues
 
-from streamtable.compiler.paged.records import time_order
+from streamtable.compiler.paged.partition_time import (
+    advance_partition_times,
+    low_watermark,
+    resolve_stream_times,
+)
+from streamtable.compiler.paged.records import arrival_order, time_order
 
-#: Output schema: records/changes, plus rows with a null key counting dropped records.
+#: Drop reason of records that arrived for a closed window (Kafka Streams' dropped-records
+#: metric for expired windows).
+LATE = "late"
+
+#: Output schema: records/changes, plus rows counting dropped records (``dropped`` > 0): a
+#: count per reason with a null key, or one dropped record itself with its coordinates and a
+#: JSON ``detail`` (kernels that report late records individually).
 OUTPUT_DDL = (
     "key binary, value binary, old binary, ts bigint, partition int, offset bigint, "
-    "seq bigint, topic string, dropped bigint, reason string"
+    "seq bigint, topic string, dropped bigint, reason string, detail string"
 )
 
 
@@ -104,26 +116,104 @@ class PagedProcessor(StatefulProcessor):
             out.extend(_row(o) for o in outs)
         out.extend(self._after(page, timerValues.getCurrentWatermarkInMs()))
         self._save(page)
-        for reason, n in kernel.drops.items():
-            if n:
-                out.append(
-                    Row(
-                        key=None,
-                        value=None,
-                        old=None,
-                        ts=None,
-                        partition=None,
-                        offset=None,
-                        seq=None,
-                        topic=None,
-                        dropped=n,
-                        reason=reason,
-                    )
-                )
+        out.extend(_drop_rows(kernel))
         return iter(out)
 
     def close(self) -> None:  # noqa: D102
         pass
+
+
+class PartitionTimeProcessor(PagedProcessor):
+    """A :class:`PagedProcessor` for kernels that decide lateness by partition time.
+
+    Input rows come from :class:`~.partition_time.PartitionTimePack`: record rows and
+    chunk-summary rows. Each record gets its partition's stream time, each key's records are
+    handed over in arrival order (:func:`~.records.arrival_order`), and the kernel's
+    ``after_batch`` receives the low watermark instead of Spark's watermark (the operator
+    runs without Spark timers: stream time only advances with records, and every page hears
+    of every record through the chunk summaries).
+    """
+
+    def handleInputRows(  # noqa: D102, N802
+        self,
+        key: Any,
+        rows: Iterator[Row],
+        timerValues: TimerValues,  # noqa: N803
+    ) -> Iterator[Row]:
+        groups: dict[bytes | None, list[Any]] = {}
+        chunks: list[Any] = []
+        for row in rows:
+            if row.chunks is not None:
+                chunks.extend(pickle.loads(row.chunks))
+                continue
+            for gk, recs in pickle.loads(row.value).items():
+                groups.setdefault(gk, []).extend(recs)
+        page = self._load()
+        entries, meta = page["entries"], page["meta"]
+        times = meta.setdefault("partition_times", {})
+        groups = resolve_stream_times(groups, chunks, times)
+        kernel = self.kernel
+        kernel.drops = {}
+        kernel.late = []
+        out: list[Row] = []
+        for gk in sorted(groups, key=lambda g: (g is not None, g or b"")):
+            entry, outs = kernel.process(gk, arrival_order(groups[gk]), entries.get(gk), meta)
+            if entry is None or gk is None:
+                entries.pop(gk, None)
+            else:
+                entries[gk] = entry
+            out.extend(_row(o) for o in outs)
+        advance_partition_times(times, chunks)
+        out.extend(_row(o) for o in kernel.after_batch(entries, meta, low_watermark(times)))
+        self._save(page)
+        out.extend(_drop_rows(kernel))
+        return iter(out)
+
+    def _save(self, page: dict[str, Any]) -> None:
+        self.state.update((pickle.dumps(page, protocol=5),))  # partition times always
+
+
+def _drop_rows(kernel: Any) -> list[Row]:
+    """Rows reporting the kernel's dropped records: each late record the kernel kept (reason
+    :data:`LATE`, one row each), then a count per reason not reported record by record.
+    """
+    rows = []
+    individually: set[str] = set()
+    for rec, detail in getattr(kernel, "late", ()):
+        individually.add(LATE)
+        rows.append(
+            Row(
+                key=rec.key,
+                value=rec.value,
+                old=None,
+                ts=rec.ts,
+                partition=rec.partition,
+                offset=rec.offset,
+                seq=rec.seq,
+                topic=rec.topic,
+                dropped=1,
+                reason=LATE,
+                detail=json.dumps(detail),
+            )
+        )
+    for reason, n in kernel.drops.items():
+        if n and reason not in individually:
+            rows.append(
+                Row(
+                    key=None,
+                    value=None,
+                    old=None,
+                    ts=None,
+                    partition=None,
+                    offset=None,
+                    seq=None,
+                    topic=None,
+                    dropped=n,
+                    reason=reason,
+                    detail=None,
+                )
+            )
+    return rows
 
 
 def _row(o: Any) -> Row:
@@ -138,4 +228,5 @@ def _row(o: Any) -> Row:
         topic=o.topic,
         dropped=0,
         reason=None,
+        detail=None,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from typing import Any, NamedTuple
 
 import pyarrow as pa
@@ -13,7 +14,9 @@ class Rec(NamedTuple):
     ``side`` tells the inputs of a join apart (0 = left/stream, 1 = right/table); ``key`` is
     the record's own key (a stream record's key in a GlobalKTable join, where records are
     grouped by the lookup key); ``value``/``old`` are encoded bytes (``old``: the value before
-    a table change, when the input carries it).
+    a table change, when the input carries it). ``stream_time`` is set for kernels that
+    decide lateness (see :mod:`.partition_time`): the stream time of the record's source
+    partition once the record is read, in ms.
     """
 
     ts: int
@@ -25,6 +28,7 @@ class Rec(NamedTuple):
     key: bytes | None
     value: bytes | None
     old: bytes | None = None
+    stream_time: int | None = None
 
 
 class Out(NamedTuple):
@@ -67,6 +71,29 @@ def time_order(rec: Rec) -> tuple[Any, ...]:
     tied on all six keep their input order.
     """
     return rec[:6]
+
+
+def arrival_order(records: list[Rec]) -> list[Rec]:
+    """The order Kafka Streams' task would process ``records`` in: offset order within each
+    source partition, and across partitions the one whose next record has the smallest
+    timestamp first (``PartitionGroup`` picks the partition with the smallest head timestamp).
+
+    Records of a single partition keep their offset order whatever their timestamps, so a
+    kernel folding in this order gives the same result however the input was cut into
+    micro-batches.
+
+    >>> r = lambda ts, p, off: Rec(ts, "t", p, off, 0, 0, b"k", None)
+    >>> [(x.partition, x.offset) for x in arrival_order([r(9, 0, 1), r(5, 0, 2), r(7, 1, 0)])]
+    [(1, 0), (0, 1), (0, 2)]
+    """
+    by_partition: dict[tuple[str, int], list[Rec]] = {}
+    for rec in records:
+        by_partition.setdefault((rec.topic, rec.partition), []).append(rec)
+    if len(by_partition) == 1:
+        return sorted(records, key=source_order)
+    runs = [sorted(rs, key=source_order) for rs in by_partition.values()]
+    # heapq.merge pops the smallest head and refills from the same run: head-timestamp picking
+    return list(heapq.merge(*runs, key=lambda r: (r.ts, r.topic, r.partition)))
 
 
 def source_order(rec: Rec) -> tuple[Any, ...]:
