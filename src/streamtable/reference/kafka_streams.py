@@ -48,6 +48,29 @@ TOPOLOGIES: dict[str, tuple[str, ...]] = {
     "table-aggregate": ("table", "output"),
     "flights-weather": ("flights", "weather", "output", "history_ms"),
     "flights-planes": ("flights", "planes", "output"),
+    # windowed: tumbling windows of size_ms with grace_ms, suppress=true|false, output keys in
+    # TimeWindowedSerde bytes; metrics_file receives {"dropped-records-total": N} at shutdown
+    "windowed-count": ("input", "output", "size_ms", "grace_ms", "suppress", "metrics_file"),
+    "windowed-aggregate": ("input", "output", "size_ms", "grace_ms", "suppress", "metrics_file"),
+    "flights-hourly": (
+        "flights",
+        "output",
+        "size_ms",
+        "grace_ms",
+        "agg",
+        "suppress",
+        "metrics_file",
+    ),
+    "windowed-parity": (
+        "input",
+        "size_ms",
+        "grace_ms",
+        "count_output",
+        "aggregate_output",
+        "count_final_output",
+        "aggregate_final_output",
+        "metrics_file",
+    ),
 }
 
 _MAIN_CLASS = "io.streamtable.reference.ReferenceApp"

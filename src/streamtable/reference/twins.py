@@ -29,6 +29,10 @@ __all__ = [
     "table_aggregate",
     "flights_weather",
     "flights_planes",
+    "windowed_count",
+    "windowed_aggregate",
+    "flights_hourly",
+    "windowed_parity",
     "java_string",
 ]
 
@@ -280,4 +284,232 @@ def flights_planes(flights: str, planes: str, output: str) -> Topology:
         .join(p, _flight_plane)
         .to(output, key_serde=_S, value_serde=_S)
     )
+    return b.build()
+
+
+# --------------------------------------------------------------------------- windowed aggregations
+
+
+def _windows(size_ms: int, grace_ms: int) -> Any:
+    from streamtable import TimeWindows
+
+    return TimeWindows.of_size_and_grace(
+        timedelta(milliseconds=size_ms), timedelta(milliseconds=grace_ms)
+    )
+
+
+def _write_windowed(
+    table: Any, output: str, size_ms: int, value_serde: Any, suppress: bool
+) -> None:
+    """``[.suppress(untilWindowCloses(unbounded))].toStream().to(output, windowed serde, v)``."""
+    if suppress:
+        # imported here: this module loads (for the other twins) whether or not suppression exists
+        from streamtable import BufferConfig, Suppressed
+
+        table = table.suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
+    table.to_stream().to(
+        output, key_serde=Serdes.time_windowed(_S, size_ms), value_serde=value_serde
+    )
+
+
+def windowed_count(
+    input: str, output: str, *, size_ms: int, grace_ms: int, suppress: bool = False
+) -> Topology:
+    """Twin of ``windowed-count``: count per key and tumbling window (group by key).
+
+    Windows of ``size_ms`` with ``grace_ms`` of grace (store ``count-store``); with ``suppress``
+    only each window's final count once it closes. Output key: the windowed key in
+    ``TimeWindowedSerde`` bytes (UTF-8 key + 8-byte big-endian window start), value an 8-byte
+    big-endian long.
+
+    Parameters
+    ----------
+    input, output : str
+        Topic names (the Java params of the same names).
+    size_ms, grace_ms : int
+        Window size and grace in ms (the Java params of the same names).
+    suppress : bool
+        ``Suppressed.untilWindowCloses(unbounded())`` (the Java param ``suppress=true``).
+
+    Returns
+    -------
+    Topology
+    """
+    b = StreamsBuilder()
+    counts = (
+        b.stream(input, key_serde=_S, value_serde=_S)
+        .group_by_key()
+        .windowed_by(_windows(size_ms, grace_ms))
+        .count(name="count-store")
+    )
+    _write_windowed(counts, output, size_ms, Serdes.long(), suppress)
+    return b.build()
+
+
+def _zero_stats() -> str:
+    return "0:0:0"
+
+
+def _add_stats(_key: str, value: str, agg: str) -> str:
+    """Java's ``count:sum:max`` fold of a ``Long.parseLong(value)``."""
+    n, total, top = (int(p) for p in agg.split(":"))
+    x = int(value)
+    return f"{n + 1}:{total + x}:{max(top, x)}"
+
+
+def windowed_aggregate(
+    input: str, output: str, *, size_ms: int, grace_ms: int, suppress: bool = False
+) -> Topology:
+    """Twin of ``windowed-aggregate``: ``"count:sum:max"`` of integer values per key and window.
+
+    As :func:`windowed_count` (store ``aggregate-store``) with a string aggregate, initial
+    ``"0:0:0"``; the fold does not depend on the order of a window's records.
+
+    Parameters
+    ----------
+    input, output : str
+        Topic names.
+    size_ms, grace_ms : int
+        Window size and grace in ms.
+    suppress : bool
+        Emit only final results.
+
+    Returns
+    -------
+    Topology
+    """
+    b = StreamsBuilder()
+    agg = (
+        b.stream(input, key_serde=_S, value_serde=_S)
+        .group_by_key()
+        .windowed_by(_windows(size_ms, grace_ms))
+        .aggregate(_zero_stats, _add_stats, name="aggregate-store")
+    )
+    _write_windowed(agg, output, size_ms, _S, suppress)
+    return b.build()
+
+
+def windowed_parity(
+    input: str,
+    *,
+    size_ms: int,
+    grace_ms: int,
+    count_output: str,
+    aggregate_output: str,
+    count_final_output: str | None = None,
+    aggregate_final_output: str | None = None,
+) -> Topology:
+    """Twin of ``windowed-parity``: :func:`windowed_count` and :func:`windowed_aggregate` of one
+    input in one application.
+
+    The updates go to ``count_output`` and ``aggregate_output``; when given, the suppressed final
+    results (``untilWindowCloses(unbounded())``) to ``count_final_output`` and
+    ``aggregate_final_output``.
+
+    Parameters
+    ----------
+    input : str
+        The input topic.
+    size_ms, grace_ms : int
+        Window size and grace in ms.
+    count_output, aggregate_output, count_final_output, aggregate_final_output : str
+        Output topics (the Java params of the same names).
+
+    Returns
+    -------
+    Topology
+    """
+    b = StreamsBuilder()
+    windowed = b.stream(input, key_serde=_S, value_serde=_S).group_by_key()
+    windowed = windowed.windowed_by(_windows(size_ms, grace_ms))
+    counts = windowed.count(name="count-store")
+    stats = windowed.aggregate(_zero_stats, _add_stats, name="aggregate-store")
+    _write_windowed(counts, count_output, size_ms, Serdes.long(), False)
+    _write_windowed(stats, aggregate_output, size_ms, _S, False)
+    if count_final_output is not None:
+        _write_windowed(counts, count_final_output, size_ms, Serdes.long(), True)
+    if aggregate_final_output is not None:
+        _write_windowed(stats, aggregate_final_output, size_ms, _S, True)
+    return b.build()
+
+
+#: ``flights-hourly``'s default window size (1 hour) and grace (2 hours).
+FLIGHTS_HOURLY_SIZE_MS = 3_600_000
+FLIGHTS_HOURLY_GRACE_MS = 7_200_000
+
+
+def _zero_hour() -> str:
+    return "0,0,0,0,0,0"
+
+
+def _add_flight(_origin: str, flight: str, agg: str) -> str:
+    """Java's ``addFlight``: the demo's ``add_flight`` on a comma-separated string."""
+    a = [int(p) for p in agg.split(",")]
+    f = json.loads(flight)
+    a[0] += 1
+    if f.get("dep_time") is None:
+        a[2] += 1
+    else:
+        a[1] += 1
+    delay = f.get("dep_delay")
+    if delay is not None:
+        d = int(delay)
+        a[4] += d
+        a[5] += 1
+        if d > 15:
+            a[3] += 1
+    return ",".join(map(str, a))
+
+
+def flights_hourly(
+    flights: str,
+    output: str,
+    *,
+    size_ms: int = FLIGHTS_HOURLY_SIZE_MS,
+    grace_ms: int = FLIGHTS_HOURLY_GRACE_MS,
+    agg: str = "count",
+    suppress: bool = False,
+) -> Topology:
+    """Twin of ``flights-hourly``: flights grouped by ``origin`` (a repartition) per window.
+
+    ``agg="count"``: flights per origin and window (long values, store
+    ``flights-hourly-store``); ``agg="stats"``: the flights demo's statistics as the string
+    ``"scheduled,departed,cancelled,delayed_15,delay_sum,delay_n"``. Output keys as
+    :func:`windowed_count`.
+
+    Parameters
+    ----------
+    flights, output : str
+        Topic names.
+    size_ms, grace_ms : int
+        Window size and grace in ms (default 1 hour and 2 hours).
+    agg : {"count", "stats"}
+        The aggregation (the Java param ``agg``).
+    suppress : bool
+        Emit only final results.
+
+    Returns
+    -------
+    Topology
+
+    Raises
+    ------
+    ValueError
+        For another ``agg``.
+    """
+    if agg not in ("count", "stats"):
+        raise ValueError(f"unsupported agg={agg}")
+    b = StreamsBuilder()
+    windowed = (
+        b.stream(flights, key_serde=_S, value_serde=_S)
+        .group_by(_origin, key_serde=_S, name="flights-by-origin")
+        .windowed_by(_windows(size_ms, grace_ms))
+    )
+    if agg == "count":
+        _write_windowed(
+            windowed.count(name="flights-hourly-store"), output, size_ms, Serdes.long(), suppress
+        )
+    else:
+        table = windowed.aggregate(_zero_hour, _add_flight, name="flights-hourly-store")
+        _write_windowed(table, output, size_ms, _S, suppress)
     return b.build()

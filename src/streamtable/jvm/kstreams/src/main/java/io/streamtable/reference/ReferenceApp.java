@@ -5,12 +5,17 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.common.Metric;
+import org.apache.kafka.common.MetricName;
 import org.apache.kafka.common.serialization.Serde;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.common.utils.Bytes;
@@ -26,8 +31,14 @@ import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.Suppressed;
+import org.apache.kafka.streams.kstream.TimeWindowedKStream;
+import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.ValueJoiner;
+import org.apache.kafka.streams.kstream.Windowed;
+import org.apache.kafka.streams.kstream.WindowedSerdes;
 import org.apache.kafka.streams.state.KeyValueStore;
+import org.apache.kafka.streams.state.WindowStore;
 import org.apache.kafka.streams.state.Stores;
 
 /**
@@ -36,7 +47,12 @@ import org.apache.kafka.streams.state.Stores;
  * <p>Usage: {@code --topology NAME --bootstrap-servers HOST:PORT --application-id ID --state-dir
  * DIR [--param key=value ...] [--config streams.config=value ...]}; {@code --config} overrides
  * the defaults below. Topologies: stream-table-join, table-table-join,
- * table-aggregate, flights-weather, flights-planes (see streamtable.reference.kafka_streams).
+ * table-aggregate, flights-weather, flights-planes, windowed-count, windowed-aggregate,
+ * flights-hourly, windowed-parity (see streamtable.reference.kafka_streams).
+ *
+ * <p>With {@code --param metrics_file=PATH} (windowed topologies), the sum of the tasks'
+ * {@code dropped-records-total} metrics is written to PATH as {@code {"dropped-records-total": N}}
+ * when the app is asked to stop (before it closes).
  *
  * <p>Every state change is printed on stdout as {@code streamtable-reference: state NEW}; the
  * Python runner waits for {@code RUNNING}. The exit code is 0 after a requested shutdown, 1 when
@@ -50,6 +66,10 @@ public final class ReferenceApp {
     private ReferenceApp() {}
 
     public static void main(String[] args) throws InterruptedException {
+        // Windowed aggregations log every record dropped for a closed window at WARN; the drop
+        // count is read from the metrics instead (metrics_file), so they are not printed.
+        System.setProperty(
+                "org.slf4j.simpleLogger.log.org.apache.kafka.streams.kstream.internals", "error");
         Map<String, String> opts = new HashMap<>();
         Map<String, String> params = new HashMap<>();
         Map<String, String> config = new HashMap<>();
@@ -86,6 +106,7 @@ public final class ReferenceApp {
         KafkaStreams streams = new KafkaStreams(builder.build(), props);
         CountDownLatch done = new CountDownLatch(1);
         boolean[] failed = {false};
+        String metricsFile = params.get("metrics_file");
         streams.setStateListener(
                 (now, before) -> {
                     System.out.println(STATE_LINE + now);
@@ -109,6 +130,9 @@ public final class ReferenceApp {
                 .addShutdownHook(
                         new Thread(
                                 () -> {
+                                    if (metricsFile != null) {
+                                        writeMetrics(streams, metricsFile);
+                                    }
                                     streams.close(Duration.ofSeconds(15));
                                     done.countDown();
                                 }));
@@ -125,6 +149,10 @@ public final class ReferenceApp {
             case "table-aggregate" -> tableAggregate(b, p);
             case "flights-weather" -> flightsWeather(b, p);
             case "flights-planes" -> flightsPlanes(b, p);
+            case "windowed-count" -> windowedCount(b, p);
+            case "windowed-aggregate" -> windowedAggregate(b, p);
+            case "flights-hourly" -> flightsHourly(b, p);
+            case "windowed-parity" -> windowedParity(b, p);
             default -> throw new IllegalArgumentException("unknown topology " + topology);
         }
     }
@@ -207,6 +235,196 @@ public final class ReferenceApp {
                 .selectKey((k, v) -> field(v, "tailnum"))
                 .join(planes, (f, pl) -> pair("flight", f, "plane", pl), Joined.with(STR, STR, STR))
                 .to(required(p, "output"), Produced.with(STR, STR));
+    }
+
+    /**
+     * Tumbling windows of size_ms with grace_ms: count per key and window (group by key, no
+     * repartition); with suppress=true only each window's final count, once it closes. Output key:
+     * TimeWindowedSerde (key bytes + 8-byte big-endian window start), value: 8-byte long.
+     */
+    static void windowedCount(StreamsBuilder b, Map<String, String> p) {
+        KTable<Windowed<String>, Long> counts =
+                windowCount(windowed(b.stream(required(p, "input"), Consumed.with(STR, STR)).groupByKey(), p));
+        writeWindowed(suppressed(counts, p), p, Serdes.Long());
+    }
+
+    static KTable<Windowed<String>, Long> windowCount(TimeWindowedKStream<String, String> w) {
+        return w.count(
+                Materialized.<String, Long, WindowStore<Bytes, byte[]>>as("count-store")
+                        .withKeySerde(STR)
+                        .withValueSerde(Serdes.Long()));
+    }
+
+    static KTable<Windowed<String>, String> windowStats(TimeWindowedKStream<String, String> w) {
+        return w.aggregate(
+                () -> "0:0:0",
+                (k, v, a) -> {
+                    String[] parts = a.split(":");
+                    long x = Long.parseLong(v);
+                    return (Long.parseLong(parts[0]) + 1)
+                            + ":"
+                            + (Long.parseLong(parts[1]) + x)
+                            + ":"
+                            + Math.max(Long.parseLong(parts[2]), x);
+                },
+                Materialized.<String, String, WindowStore<Bytes, byte[]>>as("aggregate-store")
+                        .withKeySerde(STR)
+                        .withValueSerde(STR));
+    }
+
+    /**
+     * windowed-count and windowed-aggregate of one input in one app (group by key, no
+     * repartition): the updates to count_output and aggregate_output and, when given, the
+     * suppressed final results to count_final_output and aggregate_final_output.
+     */
+    static void windowedParity(StreamsBuilder b, Map<String, String> p) {
+        TimeWindowedKStream<String, String> w =
+                windowed(b.stream(required(p, "input"), Consumed.with(STR, STR)).groupByKey(), p);
+        KTable<Windowed<String>, Long> counts = windowCount(w);
+        KTable<Windowed<String>, String> stats = windowStats(w);
+        Map<String, String> q = new HashMap<>(p);
+        q.put("output", required(p, "count_output"));
+        writeWindowed(counts, q, Serdes.Long());
+        q.put("output", required(p, "aggregate_output"));
+        writeWindowed(stats, q, STR);
+        q.put("suppress", "true");
+        if (p.containsKey("count_final_output")) {
+            q.put("output", p.get("count_final_output"));
+            writeWindowed(suppressed(counts, q), q, Serdes.Long());
+        }
+        if (p.containsKey("aggregate_final_output")) {
+            q.put("output", p.get("aggregate_final_output"));
+            writeWindowed(suppressed(stats, q), q, STR);
+        }
+    }
+
+    /**
+     * Tumbling windows of size_ms with grace_ms over integer values: per key and window the string
+     * "count:sum:max" (order-independent). suppress and output as windowed-count, value a string.
+     */
+    static void windowedAggregate(StreamsBuilder b, Map<String, String> p) {
+        KTable<Windowed<String>, String> agg =
+                windowStats(windowed(b.stream(required(p, "input"), Consumed.with(STR, STR)).groupByKey(), p));
+        writeWindowed(suppressed(agg, p), p, STR);
+    }
+
+    /**
+     * Flights grouped by origin (a repartition) in tumbling windows (size_ms default 1 hour,
+     * grace_ms default 2 hours). agg=count (default): flights per origin and window, long values;
+     * agg=stats: the demo's hourly statistics as the string
+     * "scheduled,departed,cancelled,delayed_15,delay_sum,delay_n".
+     */
+    static void flightsHourly(StreamsBuilder b, Map<String, String> p) {
+        Map<String, String> q = new HashMap<>(p);
+        q.putIfAbsent("size_ms", "3600000");
+        q.putIfAbsent("grace_ms", "7200000");
+        TimeWindowedKStream<String, String> hourly =
+                windowed(
+                        b.stream(required(p, "flights"), Consumed.with(STR, STR))
+                                .groupBy((k, v) -> field(v, "origin"), Grouped.with("flights-by-origin", STR, STR)),
+                        q);
+        String agg = p.getOrDefault("agg", "count");
+        if (agg.equals("count")) {
+            writeWindowed(
+                    suppressed(
+                            hourly.count(
+                                    Materialized.<String, Long, WindowStore<Bytes, byte[]>>as("flights-hourly-store")
+                                            .withKeySerde(STR)
+                                            .withValueSerde(Serdes.Long())),
+                            q),
+                    q,
+                    Serdes.Long());
+        } else if (agg.equals("stats")) {
+            writeWindowed(
+                    suppressed(
+                            hourly.aggregate(
+                                    () -> "0,0,0,0,0,0",
+                                    (k, v, a) -> addFlight(v, a),
+                                    Materialized.<String, String, WindowStore<Bytes, byte[]>>as("flights-hourly-store")
+                                            .withKeySerde(STR)
+                                            .withValueSerde(STR)),
+                            q),
+                    q,
+                    STR);
+        } else {
+            throw new IllegalArgumentException("unsupported agg=" + agg);
+        }
+    }
+
+    /** The demo's add_flight on "scheduled,departed,cancelled,delayed_15,delay_sum,delay_n". */
+    static String addFlight(String flight, String agg) {
+        String[] parts = agg.split(",");
+        long[] a = new long[6];
+        for (int i = 0; i < 6; i++) {
+            a[i] = Long.parseLong(parts[i]);
+        }
+        JsonNode f = parse(flight);
+        a[0] += 1;
+        JsonNode depTime = f.get("dep_time");
+        if (depTime == null || depTime.isNull()) {
+            a[2] += 1;
+        } else {
+            a[1] += 1;
+        }
+        JsonNode delay = f.get("dep_delay");
+        if (delay != null && !delay.isNull()) {
+            long d = delay.asLong();
+            a[4] += d;
+            a[5] += 1;
+            if (d > 15) {
+                a[3] += 1;
+            }
+        }
+        return a[0] + "," + a[1] + "," + a[2] + "," + a[3] + "," + a[4] + "," + a[5];
+    }
+
+    static <V> TimeWindowedKStream<String, V> windowed(
+            org.apache.kafka.streams.kstream.KGroupedStream<String, V> grouped, Map<String, String> p) {
+        return grouped.windowedBy(
+                TimeWindows.ofSizeAndGrace(
+                        Duration.ofMillis(Long.parseLong(required(p, "size_ms"))),
+                        Duration.ofMillis(Long.parseLong(required(p, "grace_ms")))));
+    }
+
+    static <V> KTable<Windowed<String>, V> suppressed(KTable<Windowed<String>, V> table, Map<String, String> p) {
+        String suppress = p.getOrDefault("suppress", "false");
+        if (suppress.equals("true")) {
+            return table.suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()));
+        }
+        if (!suppress.equals("false")) {
+            throw new IllegalArgumentException("unsupported suppress=" + suppress);
+        }
+        return table;
+    }
+
+    static <V> void writeWindowed(KTable<Windowed<String>, V> table, Map<String, String> p, Serde<V> values) {
+        long sizeMs = Long.parseLong(required(p, "size_ms"));
+        table.toStream()
+                .to(
+                        required(p, "output"),
+                        Produced.with(WindowedSerdes.timeWindowedSerdeFrom(String.class, sizeMs), values));
+    }
+
+    /** Sum of the tasks' dropped-records-total metrics, written to path as a JSON object. */
+    static void writeMetrics(KafkaStreams streams, String path) {
+        double dropped = 0;
+        for (Map.Entry<MetricName, ? extends Metric> e : streams.metrics().entrySet()) {
+            MetricName name = e.getKey();
+            if (name.name().equals("dropped-records-total") && name.group().equals("stream-task-metrics")) {
+                Object v = e.getValue().metricValue();
+                if (v instanceof Number n) {
+                    dropped += n.doubleValue();
+                }
+            }
+        }
+        try {
+            Files.writeString(
+                    Path.of(path),
+                    "{\"dropped-records-total\": " + (long) dropped + "}\n",
+                    StandardCharsets.UTF_8);
+        } catch (IOException e) {
+            System.err.println("streamtable-reference: could not write metrics: " + e);
+        }
     }
 
     static Materialized<String, String, KeyValueStore<Bytes, byte[]>> versioned(String name, Duration history) {
