@@ -1,0 +1,170 @@
+"""Kernel of session-window aggregations (``KStreamSessionWindowAggregate``).
+
+For each record at ``ts`` (in arrival order), as Kafka Streams' processor does:
+
+- stream time ``st`` (see :meth:`WindowKernel.stream_time`) and close time
+  ``st - gap - grace``;
+- the key's sessions ending at or after ``ts - gap`` and starting at or before ``ts + gap`` are
+  found, in the session store's order (end, then start), among those the store still returns:
+  a session store hides sessions ending at or before ``st - retention`` (retention defaults to
+  gap + grace, measured against the session's end);
+- the aggregate starts from ``initializer()`` and each found session's aggregate is merged in,
+  ``merger(key, agg, session_agg)``; the merged window spans the record and the found sessions;
+- if the merged window ends before the close time the record is dropped (counted once, for the
+  merged window); otherwise, if the merged window is not ``[ts, ts]``, every found session is
+  removed and a tombstone is sent for its windowed key (even when the merged window equals it),
+  then ``aggregator(key, value, agg)`` gives the merged session's aggregate, sent as an update.
+
+Updates and tombstones carry the window end as timestamp. Windowed keys are the key bytes, the
+8-byte end and the 8-byte start (``SessionWindowedSerializer``).
+
+``suppress(until_window_closes)`` (``spec.emit_final``): the suppression buffer releases a
+session when stream time reaches ``end + gap + grace`` (``GraphGraceSearchUtil``: a session
+aggregation's grace is gap + grace) and drops the tombstones of merged sessions. With the
+default retention a session is hidden from the store at exactly that stream time, so it never
+changes after its final result; with a longer retention it can still be extended or merged: a
+merged-away session that was already released stays released (its tombstone is dropped), the
+merged session is released when it closes, and a session changed at exactly its close time is
+released again at once (:class:`~.sliding_kernels.BoundaryEmitKernel`).
+
+Limit: "released before the record" is judged by the stream time before the record, which is
+taken as ``st - 1`` when the record carries the largest timestamp so far; a record that ties the
+largest timestamp of another key's record is treated as if it were ahead of it. This matters only
+for a session changed at exactly its close time (grace 0 and a retention above the gap).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from streamtable.compiler.paged.records import Out, Rec
+from streamtable.compiler.paged.sliding_kernels import BoundaryEmitKernel, Window, time_before
+from streamtable.compiler.paged.user_code import call_user
+from streamtable.errors import TopologyError
+from streamtable.topology.nodes import SessionWindowSpec
+
+_END_START = struct.Struct(">qq")
+
+
+@dataclass
+class SessionWindowKernel(BoundaryEmitKernel):
+    """Session windows (``KStreamSessionWindowAggregate``), see the module doc.
+
+    >>> import pickle
+    >>> from streamtable.compiler.codecs import PickleCodec, SerdeCodec
+    >>> from streamtable.serde import Serdes
+    >>> from streamtable.topology.nodes import Aggregation
+    >>> from streamtable.compiler.paged.window_kernels import WindowAggregateSpec
+    >>> agg = Aggregation(lambda: 0, lambda k, v, a: a + 1, merger=lambda k, a, b: a + b)
+    >>> spec = WindowAggregateSpec("agg", agg, SerdeCodec(Serdes.bytes()), PickleCodec(),
+    ...                            SessionWindowSpec(5, 10), retention_ms=15)
+    >>> k = SessionWindowKernel(spec)
+    >>> rec = lambda ts, off: Rec(ts, "t", 0, off, 0, 0, b"k", pickle.dumps(1), None, 10)
+    >>> # stream time 10 for all: 10 - gap - grace = -5, nothing is late
+    >>> entry, outs = k.process(b"k", [rec(0, 0), rec(10, 1)], None, {})
+    >>> entry
+    {(0, 0): [1, 0, False], (10, 10): [1, 10, False]}
+    >>> entry, outs = k.process(b"k", [rec(5, 2)], entry, {})  # bridges both sessions
+    >>> entry
+    {(0, 10): [3, 10, False]}
+    >>> [(o.key[1:].hex(), None if o.value is None else pickle.loads(o.value), o.ts)
+    ...  for o in outs]  # doctest: +NORMALIZE_WHITESPACE
+    [('00000000000000000000000000000000', None, 0),
+     ('000000000000000a000000000000000a', None, 10),
+     ('000000000000000a0000000000000000', 3, 10)]
+    """
+
+    def close_time(self, start: int, end: int) -> int:  # noqa: D102
+        w = self.spec.windows
+        return end + w.inactivity_gap_ms + w.grace_ms
+
+    def expire_time(self, start: int, end: int) -> int:  # noqa: D102
+        # hidden from every later record once st >= end + retention (see module doc)
+        return end + self.retention()
+
+    def retention(self) -> int:
+        """The session store's retention (ms, against session ends): at least gap + grace."""
+        w = self.spec.windows
+        return max(self.spec.retention_ms, w.inactivity_gap_ms + w.grace_ms)
+
+    def window_key(self, gk: bytes, start: int, end: int) -> bytes:  # noqa: D102
+        return gk + _END_START.pack(end, start)
+
+    def merge(self, key: Any, agg1: Any, agg2: Any, rec: Rec) -> Any:
+        """``merger(key, agg1, agg2)`` (errors name the operator and ``rec``).
+
+        Raises
+        ------
+        TopologyError
+            If the aggregation has no merger.
+        """
+        fn = self.spec.aggregation.merger
+        if fn is None:
+            raise TopologyError(
+                f"Session-windowed aggregation {self.spec.node_name!r} has no merger."
+            )
+        return call_user(fn, (key, agg1, agg2), self.spec.node_name, "merger", rec)
+
+    def process(  # noqa: D102
+        self, gk: bytes, records: list[Rec], entry: Any, meta: dict[str, Any]
+    ) -> tuple[Any, list[Out]]:
+        w = self.spec.windows
+        assert isinstance(w, SessionWindowSpec)
+        gap = w.inactivity_gap_ms
+        retention = self.retention()
+        key, values = self.decode(gk, records)
+        sessions: dict[tuple[int, int], Window] = entry if entry is not None else {}
+        changed: dict[tuple[int, int], Rec] = {}
+        finals: list[Out] = []
+        low = meta.get("low")
+        for rec, value in zip(records, values, strict=True):
+            ts = rec.ts
+            st = self.stream_time(rec, low)
+            visible_from = st - retention + 1
+            earliest_end = max(ts - gap, visible_from)
+            found = sorted(
+                ((s, e) for s, e in sessions if e >= earliest_end and s <= ts + gap),
+                key=lambda se: (se[1], se[0]),
+            )
+            agg = self.initial(rec)
+            start = end = ts
+            for s, e in found:
+                agg = self.merge(key, agg, sessions[(s, e)][0], rec)
+                start, end = min(start, s), max(end, e)
+            if end < st - gap - w.grace_ms:
+                self.drop_late(rec, start, end)
+                continue
+            before = time_before(rec, st)
+            merged = (start, end)
+            # the found sessions change; so does a session the store no longer returns that
+            # has the merged window (the put overwrites it)
+            hidden = [merged] if merged in sessions and merged not in found else []
+            for window in found + hidden:
+                self.before_change(gk, window, sessions[window], rec, before, finals)
+            if (start, end) != (ts, ts):
+                for window in found:
+                    del sessions[window]
+                    changed.pop(window, None)
+                    changed[window] = rec
+            agg = self.fold(key, value, agg, rec)
+            session = sessions.get(merged)
+            if session is None:
+                session = sessions[merged] = [agg, end, False]
+                self.schedule(meta, start, end)
+            else:
+                session[0] = agg
+            changed.pop(merged, None)
+            changed[merged] = rec
+            self.after_change(gk, merged, session, rec, st, finals, meta)
+        if self.spec.emit_final:
+            return (sessions or None), finals
+        outs = []
+        for (s, e), rec in changed.items():
+            session = sessions.get((s, e))
+            if session is None:
+                outs.append(Out.of(rec, self.window_key(gk, s, e), None, ts=e))
+            else:
+                outs.append(self.update_out(gk, s, e, session, rec))
+        return (sessions or None), outs

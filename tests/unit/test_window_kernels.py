@@ -1,0 +1,591 @@
+"""Window kernels (time, sliding, session) against Kafka Streams' documented examples and source
+rules, an independent model of the windows they should hold, and the determinism property: the
+records of one source partition cut into micro-batches anywhere give the same state, the same
+late records and the same final results."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streamtable.compiler.codecs import PickleCodec, SerdeCodec
+from streamtable.compiler.paged.records import Out, Rec
+from streamtable.compiler.paged.session_kernels import SessionWindowKernel
+from streamtable.compiler.paged.sliding_kernels import SlidingWindowKernel
+from streamtable.compiler.paged.window_kernels import (
+    TimeWindowKernel,
+    WindowAggregateSpec,
+    WindowKernel,
+)
+from streamtable.serde import Serdes
+from streamtable.topology.nodes import (
+    Aggregation,
+    SessionWindowSpec,
+    SlidingWindowSpec,
+    TimeWindowSpec,
+    WindowSpec,
+)
+
+pytestmark = pytest.mark.unit
+
+
+def _append(k: Any, v: Any, a: list[Any]) -> list[Any]:
+    a.append(v)  # mutates: windows must never share an aggregate object
+    return a
+
+
+def _extend(k: Any, a: list[Any], b: list[Any]) -> list[Any]:
+    a.extend(b)
+    return a
+
+
+AGGREGATIONS = {
+    "count": Aggregation(lambda: 0, lambda k, v, a: a + 1, merger=lambda k, a, b: a + b),
+    "sum": Aggregation(lambda: 0, lambda k, v, a: a + v, merger=lambda k, a, b: a + b),
+    "list": Aggregation(list, _append, merger=_extend),
+}
+
+
+def kernel_for(
+    windows: WindowSpec,
+    agg: str = "count",
+    *,
+    emit_final: bool = False,
+    retention_ms: int | None = None,
+) -> WindowKernel:
+    """The kernel of ``windows`` (retention: Kafka Streams' default unless given)."""
+    if retention_ms is None:
+        if isinstance(windows, SessionWindowSpec):
+            retention_ms = windows.inactivity_gap_ms + windows.grace_ms
+        elif isinstance(windows, SlidingWindowSpec):
+            retention_ms = 2 * windows.time_difference_ms + windows.grace_ms
+        else:
+            retention_ms = windows.size_ms + windows.grace_ms
+    spec = WindowAggregateSpec(
+        "agg",
+        AGGREGATIONS[agg],
+        SerdeCodec(Serdes.bytes()),
+        PickleCodec(),
+        windows,
+        retention_ms=retention_ms,
+        emit_final=emit_final,
+        keep_late=True,
+    )
+    if isinstance(windows, TimeWindowSpec):
+        return TimeWindowKernel(spec)
+    if isinstance(windows, SlidingWindowSpec):
+        return SlidingWindowKernel(spec)
+    return SessionWindowKernel(spec)
+
+
+# -- a processor for one source partition ----------------------------------------------------
+
+
+@dataclass
+class Run:
+    """What a kernel did over a whole input."""
+
+    entries: dict[bytes, Any]
+    outs: list[Out]
+    late: list[tuple[int, int, int]]  # (offset, window start, window end) per late drop
+    drops: int
+    low: int | None
+    kernel: WindowKernel
+    batches: list[list[Out]] = field(default_factory=list)
+
+    def window(self, out: Out) -> tuple[bytes, int, int]:
+        """(key, start, end) of an output's windowed key."""
+        k = out.key
+        if isinstance(self.kernel, SessionWindowKernel):
+            end = int.from_bytes(k[-16:-8], "big", signed=True)
+            start = int.from_bytes(k[-8:], "big", signed=True)
+            return k[:-16], start, end
+        start = int.from_bytes(k[-8:], "big", signed=True)
+        return k[:-8], start, start + self.kernel.spec.windows.size_ms
+
+    def table(self) -> dict[tuple[bytes, int, int], Any]:
+        """The outputs applied to a table (a tombstone deletes)."""
+        table: dict[tuple[bytes, int, int], Any] = {}
+        for o in self.outs:
+            if o.value is None:
+                table.pop(self.window(o), None)
+            else:
+                table[self.window(o)] = pickle.loads(o.value)
+        return table
+
+    def outputs(self) -> list[tuple[tuple[bytes, int, int], Any, int]]:
+        """(window, value, ts) of every output, in order."""
+        return [
+            (self.window(o), None if o.value is None else pickle.loads(o.value), o.ts)
+            for o in self.outs
+        ]
+
+    def state(self) -> dict[tuple[bytes, int, int], tuple[Any, int, bool]]:
+        """Every window in state: (aggregate, timestamp, emitted)."""
+        return {
+            (gk, s, e): (w[0], w[1], w[2])
+            for gk, windows in self.entries.items()
+            for (s, e), w in windows.items()
+        }
+
+
+def drive(
+    kernel: WindowKernel, records: list[tuple[bytes, int, Any]], cuts: set[int] | str = ""
+) -> Run:
+    """Run ``records`` ``(key, ts, value)`` of one partition (offset = index) through
+    ``kernel`` as :class:`~streamtable.compiler.paged.processor.PartitionTimeProcessor` would:
+    micro-batches start at the indices in ``cuts`` (``"each"``: one record per batch); each
+    record's stream time is the running maximum timestamp; per batch each key's records in
+    offset order, then ``after_batch`` with the partition time as low watermark.
+    """
+    n = len(records)
+    if cuts == "each":
+        cuts = set(range(n))
+    bounds = [0, *sorted(c for c in set(cuts or ()) if 0 < c < n), n]
+    entries: dict[bytes, Any] = {}
+    meta: dict[str, Any] = {}
+    pt: int | None = None
+    outs: list[Out] = []
+    batches: list[list[Out]] = []
+    late: list[tuple[int, int, int]] = []
+    drops = 0
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        groups: dict[bytes, list[Rec]] = {}
+        for off in range(a, b):
+            key, ts, v = records[off]
+            pt = ts if pt is None else max(pt, ts)
+            rec = Rec(ts, "t", 0, off, 0, 0, key, pickle.dumps(v), None, pt)
+            groups.setdefault(key, []).append(rec)
+        kernel.drops = {}
+        kernel.late = []
+        batch: list[Out] = []
+        for gk in sorted(groups):
+            entry, o = kernel.process(gk, groups[gk], entries.get(gk), meta)
+            if entry is None:
+                entries.pop(gk, None)
+            else:
+                entries[gk] = entry
+            batch.extend(o)
+        batch.extend(kernel.after_batch(entries, meta, pt))
+        outs.extend(batch)
+        batches.append(batch)
+        late.extend((r.offset, d["window_start"], d["window_end"]) for r, d in kernel.late)
+        drops += kernel.drops.get("late", 0)
+    return Run(entries, outs, sorted(late), drops, pt, kernel, batches)
+
+
+def recs(*ts: int, key: bytes = b"A", value: Any = 1) -> list[tuple[bytes, int, Any]]:
+    return [(key, t, value) for t in ts]
+
+
+def windows_of(run: Run, key: bytes = b"A") -> dict[tuple[int, int], Any]:
+    return {(s, e): w[0] for (gk, s, e), w in run.state().items() if gk == key}
+
+
+# -- time windows (the lead's kernel) -------------------------------------------------------
+
+
+def test_hopping_windows_for():
+    # TimeWindows.windowsFor: starts at multiples of the advance, none before 0
+    w = TimeWindowSpec(size_ms=10, advance_ms=3, grace_ms=0)
+    assert w.windows_for(12) == [3, 6, 9, 12]
+    assert w.windows_for(0) == [0]
+    assert w.windows_for(9) == [0, 3, 6, 9]
+    assert TimeWindowSpec(10, 10, 0).windows_for(10) == [10]  # the end is exclusive
+
+
+def test_time_window_end_is_exclusive():
+    run = drive(kernel_for(TimeWindowSpec(10, 10, 100)), recs(9, 10))
+    assert windows_of(run) == {(0, 10): 1, (10, 20): 1}
+
+
+@pytest.mark.parametrize(("stream_time", "late"), [(19, False), (20, True)])
+def test_time_window_grace(stream_time, late):
+    # window [0, 10) with grace 10 closes when stream time reaches end + grace = 20
+    run = drive(kernel_for(TimeWindowSpec(10, 10, 10)), recs(stream_time, 5))
+    assert (run.late == [(1, 0, 10)]) is late
+    assert windows_of(run).get((0, 10)) == (None if late else 1)
+
+
+def test_hopping_window_counts_and_late_drops_per_window():
+    # size 10, advance 5, grace 0: a record at 7 belongs to [0, 10) and [5, 15); at stream
+    # time 12 the first is closed (dropped, counted once) and the second still open
+    run = drive(kernel_for(TimeWindowSpec(10, 5, 0)), recs(12, 7))
+    assert run.late == [(1, 0, 10)]
+    assert windows_of(run) == {(5, 15): 2, (10, 20): 1}
+
+
+def test_time_window_emit_final_at_close():
+    run = drive(kernel_for(TimeWindowSpec(10, 10, 5), emit_final=True), recs(1, 3, 14, 15), "each")
+    assert run.outputs() == [((b"A", 0, 10), 2, 3)]
+    assert [len(b) for b in run.batches] == [0, 0, 0, 1]
+
+
+# -- sliding windows -------------------------------------------------------------------------
+
+
+def test_sliding_javadoc_example():
+    # SlidingWindows javadoc: d = 5000, records at 8000, 9200, 12400
+    run = drive(kernel_for(SlidingWindowSpec(5000, 0), "list"), [
+        (b"A", 8000, 1), (b"A", 9200, 2), (b"A", 12400, 3)
+    ], "each")  # fmt: skip
+    assert windows_of(run) == {
+        (3000, 8000): [1],
+        (4200, 9200): [1, 2],
+        (7400, 12400): [1, 2, 3],
+        (8001, 13001): [2, 3],
+        (9201, 14201): [3],
+    }
+    # window timestamp: the largest record timestamp in it
+    assert {(s, e): w[1] for (_, s, e), w in run.state().items()} == {
+        (3000, 8000): 8000,
+        (4200, 9200): 9200,
+        (7400, 12400): 12400,
+        (8001, 13001): 12400,
+        (9201, 14201): 12400,
+    }
+    # windowed key: key bytes + 8-byte start (TimeWindowedSerializer)
+    assert run.outs[0].key == b"A" + (3000).to_bytes(8, "big")
+
+
+def test_sliding_update_outputs_in_order():
+    run = drive(kernel_for(SlidingWindowSpec(5000, 0)), recs(8000, 9200), "each")
+    assert run.outputs() == [
+        ((b"A", 3000, 8000), 1, 8000),
+        ((b"A", 8001, 13001), 1, 9200),  # the first record's right window
+        ((b"A", 4200, 9200), 2, 9200),
+    ]
+
+
+def test_sliding_out_of_order_record_updates_and_creates_windows():
+    # 10 then 4 (d = 5, grace large): 4 creates its left window [0, 5] (early: ts < d), and
+    # its right window [5, 10] holding 10
+    run = drive(kernel_for(SlidingWindowSpec(5, 100), "list"), [
+        (b"A", 10, "x"), (b"A", 4, "y")
+    ], "each")  # fmt: skip
+    assert windows_of(run) == {(5, 10): ["x"], (0, 5): ["y"]}
+    run = drive(kernel_for(SlidingWindowSpec(5, 100), "list"), [
+        (b"A", 20, "x"), (b"A", 17, "y"), (b"A", 12, "z")
+    ], "each")  # fmt: skip
+    assert windows_of(run) == {
+        (15, 20): ["x", "y"],
+        (12, 17): ["y", "z"],
+        (18, 23): ["x"],
+        (7, 12): ["z"],
+        (13, 18): ["y"],
+    }
+
+
+def test_sliding_early_records_share_window_zero_to_d():
+    run = drive(kernel_for(SlidingWindowSpec(10, 100), "list"), [
+        (b"A", 3, "a"), (b"A", 1, "b"), (b"A", 7, "c")
+    ], "each")  # fmt: skip
+    assert windows_of(run) == {
+        (0, 10): ["a", "b", "c"],
+        (2, 12): ["a", "c"],  # right window of 1
+        (4, 14): ["c"],  # right window of 3
+    }
+
+
+def test_sliding_ends_are_inclusive():
+    # d = 5: 10 and 15 share [10, 15]; 16 is in 10's right window [11, 16] with 15
+    run = drive(kernel_for(SlidingWindowSpec(5, 100)), recs(10, 15, 16), "each")
+    assert windows_of(run) == {(5, 10): 1, (10, 15): 2, (11, 16): 2, (16, 21): 1}
+
+
+@pytest.mark.parametrize(("stream_time", "late"), [(19, []), (20, []), (21, [(1, 5, 10)])])
+def test_sliding_grace(stream_time, late):
+    # d = 5, grace 10: the window [5, 10] accepts records while end >= stream time - grace
+    # (ends are inclusive): a record at 10 still goes into it at stream time 20, not at 21
+    run = drive(kernel_for(SlidingWindowSpec(5, 10)), recs(stream_time, 10), "each")
+    assert run.late == late
+    assert windows_of(run).get((5, 10)) == (None if late else 1)
+
+
+@pytest.mark.parametrize(("stream_time", "late"), [(25, [(1, 5, 10)]), (26, [(1, 10, 15)])])
+def test_sliding_record_dropped_when_its_last_window_closed(stream_time, late):
+    # the record itself is dropped (once, for [ts, ts + d]) when ts + d < stream time - grace;
+    # before that it is counted late for each closed window it would have updated
+    run = drive(kernel_for(SlidingWindowSpec(5, 10)), recs(stream_time, 10), "each")
+    assert run.late == late
+
+
+def test_sliding_record_counted_late_per_closed_window():
+    # d = 10, grace 0, stream time 20: a record at 12 is accepted (12 + 10 >= 20); it updates
+    # [10, 20], creates its right window [13, 23] from it, and is counted late for each closed
+    # window it would have created: the previous record's right window [6, 16] and its own
+    # left window [2, 12] (updateWindowAndForward skips and counts each)
+    run = drive(kernel_for(SlidingWindowSpec(10, 0), "list"), [
+        (b"A", 5, "a"), (b"A", 20, "b"), (b"A", 12, "c")
+    ], "each")  # fmt: skip
+    assert run.late == [(2, 2, 12), (2, 6, 16)]
+    assert windows_of(run) == {(0, 10): ["a"], (10, 20): ["b", "c"], (13, 23): ["b"]}
+
+
+def test_sliding_late_record_counted_for_each_skipped_update():
+    # d = 6, grace 0: at stream time 13 a record at 7 finds 0's window [0, 6] (previous record
+    # 0): the previous record's right window and its own left window are both [1, 7], closed;
+    # Kafka Streams skips (and counts) it twice
+    run = drive(kernel_for(SlidingWindowSpec(6, 0)), recs(0, 13, 7), "each")
+    assert run.late == [(2, 1, 7), (2, 1, 7)]
+
+
+def test_sliding_emit_final_releases_at_end_plus_grace_and_again_after_an_update():
+    # d = 5, grace 0: [5, 10] is released at stream time 10 (suppression: end + grace) and the
+    # aggregation still accepts the second record at 10, so it is released again
+    run = drive(kernel_for(SlidingWindowSpec(5, 0), emit_final=True), recs(10, 10), "each")
+    assert run.outputs() == [((b"A", 5, 10), 1, 10), ((b"A", 5, 10), 2, 10)]
+
+
+# -- session windows -------------------------------------------------------------------------
+
+
+def test_session_javadoc_example():
+    # SessionWindows javadoc: gap 5; 10, 12, 20 make [10, 12] and [20, 20]; then 16 merges
+    # them into [10, 20] with all four values (given a grace: see the next test)
+    k = kernel_for(SessionWindowSpec(5, 10), "list")
+    run = drive(k, [(b"A", 10, 1), (b"A", 12, 2), (b"A", 20, 3)], "each")
+    assert windows_of(run) == {(10, 12): [1, 2], (20, 20): [3]}
+    run = drive(k, [(b"A", 10, 1), (b"A", 12, 2), (b"A", 20, 3), (b"A", 16, 4)], "each")
+    assert windows_of(run) == {(10, 20): [1, 2, 3, 4]}
+    # the merge: tombstones for both old sessions (at their ends), then the merged session
+    assert run.outputs()[-3:] == [
+        ((b"A", 10, 12), None, 12),
+        ((b"A", 20, 20), None, 20),
+        ((b"A", 10, 20), [1, 2, 3, 4], 20),
+    ]
+    # windowed key: key bytes + 8-byte end + 8-byte start (SessionWindowedSerializer)
+    assert run.outs[-1].key == b"A" + (20).to_bytes(8, "big") + (10).to_bytes(8, "big")
+
+
+def test_session_without_grace_does_not_merge_a_closed_session():
+    # the same input with no grace: at stream time 20 the session [10, 12] closed at
+    # 12 + 5 = 17 and the store (retention gap + grace = 5) no longer returns it
+    run = drive(kernel_for(SessionWindowSpec(5, 0), "list"), [
+        (b"A", 10, 1), (b"A", 12, 2), (b"A", 20, 3), (b"A", 16, 4)
+    ], "each")  # fmt: skip
+    assert run.outputs()[-2:] == [((b"A", 20, 20), None, 20), ((b"A", 16, 20), [3, 4], 20)]
+    assert run.late == []
+
+
+def test_session_merge_order_initializer_merger_aggregator():
+    # KStreamSessionWindowAggregate: agg = initializer(); agg = merger(key, agg, session) for
+    # each found session in store order (end, start); then aggregator(key, value, agg)
+    calls: list[str] = []
+    AGGREGATIONS["trace"] = Aggregation(
+        lambda: calls.append("init") or "i",
+        lambda k, v, a: calls.append(f"agg({v},{a})") or f"{a}+{v}",
+        merger=lambda k, a, b: calls.append(f"merge({a},{b})") or f"({a}|{b})",
+    )
+    try:
+        k = kernel_for(SessionWindowSpec(5, 100), "trace")
+        run = drive(k, [(b"A", 0, "x"), (b"A", 10, "y"), (b"A", 5, "z")])
+    finally:
+        del AGGREGATIONS["trace"]
+    assert calls == [
+        "init",
+        "agg(x,i)",
+        "init",
+        "agg(y,i)",
+        "init",
+        "merge(i,i+x)",
+        "merge((i|i+x),i+y)",
+        "agg(z,((i|i+x)|i+y))",
+    ]
+    assert windows_of(run) == {(0, 10): "((i|i+x)|i+y)+z"}
+
+
+def test_session_record_inside_a_session():
+    # KStreamSessionWindowAggregate removes (and sends a tombstone for) every found session
+    # when the merged window is not [ts, ts], even one equal to the merged window: in one
+    # micro-batch only the last change of a windowed key is sent (as with the record cache)
+    k = kernel_for(SessionWindowSpec(5, 100))
+    run = drive(k, recs(0, 4, 2), "each")
+    assert run.batches[-1] == [run.outs[-1]]
+    assert run.outputs()[-1] == ((b"A", 0, 4), 3, 4)
+    run = drive(k, recs(0, 4, 2))  # one micro-batch: [0, 0] merged away, [0, 4]
+    assert run.outputs() == [((b"A", 0, 0), None, 0), ((b"A", 0, 4), 3, 4)]
+
+
+@pytest.mark.parametrize(("stream_time", "late"), [(29, False), (30, False), (31, True)])
+def test_session_grace(stream_time, late):
+    # gap 5, grace 10: a lone record at 15 is dropped once 15 < stream time - gap - grace
+    run = drive(kernel_for(SessionWindowSpec(5, 10)), recs(stream_time, 15), "each")
+    assert (run.late == [(1, 15, 15)]) is late
+
+
+def test_session_late_judged_by_the_merged_window():
+    # gap 5, grace 0, stream time 20 (close time 15): a record at 12 alone would be late, but
+    # it reaches the session [16, 20] (12 + 5 >= 16) and the merged [12, 20] is open
+    run = drive(kernel_for(SessionWindowSpec(5, 0)), recs(16, 20, 12), "each")
+    assert run.late == []
+    assert windows_of(run) == {(12, 20): 3}
+    run = drive(kernel_for(SessionWindowSpec(5, 0)), recs(16, 20, 9), "each")
+    assert run.late == [(2, 9, 9)]
+
+
+def test_session_emit_final_at_end_plus_gap_plus_grace():
+    k = kernel_for(SessionWindowSpec(5, 2), emit_final=True)
+    run = drive(k, recs(0, 3, 9, 10, 11), "each")
+    # [0, 3] closes at 3 + 5 + 2 = 10; its final carries the window end as timestamp
+    assert run.outputs() == [((b"A", 0, 3), 2, 3)]
+    assert [len(b) for b in run.batches] == [0, 0, 0, 1, 0]
+
+
+def test_session_emit_final_released_session_merged_later_with_longer_retention():
+    # retention 100: the store still returns [0, 0] after it closed (0 + 10 = 10 <= 20); a
+    # record at 10 merges it with [20, 20]: [0, 0] stays released, [0, 20] is released later
+    k = kernel_for(SessionWindowSpec(10, 0), emit_final=True, retention_ms=100)
+    run = drive(k, recs(0, 20, 10, 31), "each")
+    assert run.outputs() == [((b"A", 0, 0), 1, 0), ((b"A", 0, 20), 3, 20)]
+
+
+# -- independent models (no late records) ----------------------------------------------------
+
+
+def sliding_model(ts_list: list[int], d: int) -> dict[tuple[int, int], tuple[int, int]]:
+    """Sliding windows by definition: each record's left window ([0, d] for records before
+    d), its right window if a later record falls in it; (count, max ts) of the records in it.
+    """
+    starts = set()
+    for t in ts_list:
+        starts.add(max(0, t - d))
+        if any(t < u <= t + 1 + d for u in ts_list):
+            starts.add(t + 1)
+    out = {}
+    for s in starts:
+        inside = [u for u in ts_list if s <= u <= s + d]
+        out[(s, s + d)] = (len(inside), max(inside))
+    return out
+
+
+def session_model(ts_list: list[int], gap: int) -> dict[tuple[int, int], tuple[int, int]]:
+    out = {}
+    cur: list[int] = []
+    for t in sorted(ts_list):
+        if cur and t - cur[-1] > gap:
+            out[(cur[0], cur[-1])] = (len(cur), cur[-1])
+            cur = []
+        cur.append(t)
+    if cur:
+        out[(cur[0], cur[-1])] = (len(cur), cur[-1])
+    return out
+
+
+def time_model(ts_list: list[int], w: TimeWindowSpec) -> dict[tuple[int, int], tuple[int, int]]:
+    out: dict[tuple[int, int], tuple[int, int]] = {}
+    for t in ts_list:
+        for s in w.windows_for(t):
+            n, m = out.get((s, s + w.size_ms), (0, t))
+            out[(s, s + w.size_ms)] = (n + 1, max(m, t))
+    return out
+
+
+timestamps = st.lists(st.integers(0, 40), min_size=1, max_size=14)
+
+
+@settings(max_examples=150, deadline=None)
+@given(timestamps, st.integers(1, 8))
+def test_sliding_matches_model(ts_list, d):
+    run = drive(kernel_for(SlidingWindowSpec(d, 1000)), recs(*ts_list), "each")
+    got = {(s, e): (w[0], w[1]) for (_, s, e), w in run.state().items()}
+    assert got == sliding_model(ts_list, d)
+    assert run.table() == {(b"A", s, e): n for (s, e), (n, _) in got.items()}
+
+
+@settings(max_examples=100, deadline=None)
+@given(timestamps, st.integers(0, 8))
+def test_session_matches_model(ts_list, gap):
+    run = drive(kernel_for(SessionWindowSpec(gap, 1000)), recs(*ts_list), "each")
+    got = {(s, e): (w[0], w[1]) for (_, s, e), w in run.state().items()}
+    assert got == session_model(ts_list, gap)
+    assert run.table() == {(b"A", s, e): n for (s, e), (n, _) in got.items()}
+
+
+@settings(max_examples=60, deadline=None)
+@given(timestamps, st.integers(1, 8), st.integers(1, 8))
+def test_time_windows_match_model(ts_list, size, advance):
+    w = TimeWindowSpec(size, min(size, advance), 1000)
+    run = drive(kernel_for(w), recs(*ts_list), "each")
+    got = {(s, e): (x[0], x[1]) for (_, s, e), x in run.state().items()}
+    assert got == time_model(ts_list, w)
+
+
+# -- determinism: any cut into micro-batches -------------------------------------------------
+
+
+@st.composite
+def window_specs(draw: Callable[..., Any]) -> tuple[WindowSpec, int]:
+    kind = draw(st.sampled_from(["tumbling", "hopping", "sliding", "session"]))
+    size = draw(st.integers(1, 8))
+    grace = draw(st.integers(0, 6))
+    extra = draw(st.sampled_from([0, 0, 3]))  # retention above the default
+    if kind == "tumbling":
+        return TimeWindowSpec(size, size, grace), size + grace + extra
+    if kind == "hopping":
+        return TimeWindowSpec(size, draw(st.integers(1, size)), grace), size + grace + extra
+    if kind == "sliding":
+        return SlidingWindowSpec(size, grace), 2 * size + grace + extra
+    return SessionWindowSpec(size - 1, grace), size - 1 + grace + extra
+
+
+records_strategy = st.lists(
+    st.tuples(st.sampled_from([b"A", b"B"]), st.integers(0, 40), st.integers(-3, 9)),
+    min_size=1,
+    max_size=18,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    window_specs(),
+    records_strategy,
+    st.sets(st.integers(1, 17)),
+    st.sampled_from(["count", "sum", "list"]),
+    st.booleans(),
+)
+def test_any_micro_batch_cut_gives_the_same_result(spec, records, cuts, agg, emit_final):
+    windows, retention = spec
+    results = [
+        drive(kernel_for(windows, agg, emit_final=emit_final, retention_ms=retention), records, c)
+        for c in ("each", "", cuts)
+    ]
+    each = results[0]
+    for run in results[1:]:
+        assert run.state() == each.state()
+        assert run.late == each.late
+        assert run.drops == each.drops == len(each.late)
+        if emit_final:
+            assert sorted(map(repr, run.outputs())) == sorted(map(repr, each.outputs()))
+        else:
+            assert run.table() == each.table()
+    # consistency of the outputs with the state
+    closed_at = each.low
+    for (gk, s, e), (value, ts, emitted) in each.state().items():
+        key = (gk, s, e)
+        if emit_final:
+            closed = each.kernel.close_time(s, e) <= closed_at
+            assert emitted is closed
+            finals = [o for o in each.outputs() if o[0] == key]
+            if closed:
+                assert finals[-1][1:] == (value, ts)
+            else:
+                assert finals == []
+        else:
+            assert each.table()[key] == value
+
+
+def test_session_emit_final_hidden_session_overwritten():
+    # gap 0, grace 3 (retention 3): at stream time 33 the store no longer returns [30, 30]
+    # (released at 30 + 3 = 33), so a second record at 30 starts [30, 30] afresh: the put
+    # overwrites it and suppression, past its close time, releases it again at once
+    k = kernel_for(SessionWindowSpec(0, 3), emit_final=True)
+    for cuts in ("each", ""):
+        run = drive(k, recs(30, 33, 30), cuts)
+        assert run.outputs() == [((b"A", 30, 30), 1, 30), ((b"A", 30, 30), 1, 30)]
