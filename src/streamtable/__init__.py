@@ -8,7 +8,8 @@ from streamtable.dsl.grouped import KGroupedStream, TimeWindowedKStream
 from streamtable.dsl.grouped_table import KGroupedTable
 from streamtable.dsl.kstream import BranchedKStream, KStream
 from streamtable.dsl.ktable import GlobalKTable, KTable
-from streamtable.dsl.windows import JoinWindows, TimeWindows
+from streamtable.dsl.suppressed import BufferConfig, Suppressed
+from streamtable.dsl.windows import JoinWindows, SessionWindows, SlidingWindows, TimeWindows
 from streamtable.errors import StreamtableError
 from streamtable.serde import Serde, Serdes, Windowed
 from streamtable.topology.topology import Topology
@@ -37,6 +38,10 @@ __all__ = [
     "TimeWindowedKStream",
     "BranchedKStream",
     "TimeWindows",
+    "SlidingWindows",
+    "SessionWindows",
+    "Suppressed",
+    "BufferConfig",
     "Topology",
     "KafkaStreams",
     "Serde",

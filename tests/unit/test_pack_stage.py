@@ -1,9 +1,7 @@
 import pickle
-import struct
 
 from _support import frame_batch
 from streamtable.compiler.pack_stage import STATE_PAGES, PackStage, page_of
-from streamtable.topology.nodes import TimeWindowSpec
 
 
 def unpack(rows):
@@ -31,12 +29,3 @@ def test_pages_are_pinned_because_checkpoints_depend_on_them():
     assert STATE_PAGES == 128
     assert page_of(b"JFK") == 31
     assert {page_of(bytes([i])) for i in range(256)} <= set(range(STATE_PAGES))
-
-
-def test_hopping_windows_put_a_record_in_every_window_it_belongs_to():
-    w = TimeWindowSpec(size_ms=10, advance_ms=5, grace_ms=0)
-    rows = next(PackStage(w)(iter([frame_batch([(b"k", b"v", 12)])]))).to_pylist()
-    groups = unpack(rows)
-    assert sorted(struct.unpack(">q", gk[-8:])[0] for gk in groups) == [5, 10]
-    assert all(gk[:-8] == b"k" for gk in groups)
-    assert all(r["event_time"].timestamp() == 0.012 for r in rows)

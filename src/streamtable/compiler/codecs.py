@@ -143,6 +143,44 @@ class WindowedCodec(Codec):
         return Serdes.time_windowed(inner, self.size_ms)
 
 
+_END_START = struct.Struct(">qq")
+
+
+@dataclass(frozen=True)
+class SessionWindowedCodec(Codec):
+    """``Windowed(key, start, end)`` of a session: inner key bytes + 8-byte big-endian end +
+    8-byte big-endian start (Kafka Streams' ``SessionWindowedSerializer``).
+    """
+
+    inner: Codec
+
+    def decode_many(self, datas: Sequence[Any]) -> list[Any]:  # noqa: D102
+        keys = self.inner.decode_many([None if d is None else d[:-16] for d in datas])
+        out: list[Any] = []
+        for d, k in zip(datas, keys, strict=True):
+            if d is None:
+                out.append(None)
+            else:
+                end, start = _END_START.unpack_from(d, len(d) - 16)
+                out.append(Windowed(k, start, end))
+        return out
+
+    def encode_many(self, objs: Sequence[Any]) -> list[Any]:  # noqa: D102
+        inner = self.inner.encode_many([None if o is None else o.key for o in objs])
+        return [
+            None if o is None else bytes(b or b"") + _END_START.pack(o.end, o.start)
+            for o, b in zip(objs, inner, strict=True)
+        ]
+
+    def serde(self) -> Serde | None:  # noqa: D102
+        inner = self.inner.serde()
+        if inner is None:
+            return None
+        from streamtable.serde import Serdes
+
+        return Serdes.session_windowed(inner)
+
+
 def codec_for(serde: Serde | None) -> Codec:
     """The codec holding ``serde``'s bytes, or the internal pickle codec when ``serde`` is None."""
     return PickleCodec() if serde is None else SerdeCodec(serde)

@@ -29,6 +29,9 @@ class Frame:
         An aggregation is upstream: the query runs in update output mode.
     pending_source : SourceNode or None
         The columns are still raw topic bytes nobody has deserialized (and so validated).
+    shuffled : bool
+        An explicit repartition redistributed the records: Spark tasks no longer hold each
+        source partition's records in offset order.
     """
 
     df: DataFrame
@@ -36,6 +39,7 @@ class Frame:
     value_codec: Codec
     stateful: bool = False
     pending_source: SourceNode | None = None
+    shuffled: bool = False
 
     def with_(self, **changes: Any) -> Frame:
         """A copy with some fields changed."""

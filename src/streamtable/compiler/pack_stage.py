@@ -9,19 +9,12 @@ the aggregation, each Arrow batch is packed into one row per page whose value ma
 to its records ``(value, ts, topic, partition, offset, seq)``; the processor unpacks and sorts
 them, so the fold order is the same as record by record.
 
-For windowed aggregations the window assignment happens here (Kafka Streams'
-``TimeWindows.windowsFor``): the group key is the inner key's bytes followed by the 8-byte
-big-endian window start, and ``event_time`` is the latest record timestamp of the row (Spark drops
-a row as late only when all its records are older than the watermark, i.e. when Kafka Streams
-would drop each of them too; the exact per-window rule is applied by the processor).
-
 Pure Python and pyarrow: runs inside Spark's Python workers.
 """
 
 from __future__ import annotations
 
 import pickle
-import struct
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,16 +23,13 @@ from typing import Any
 import pyarrow as pa
 
 from streamtable.compiler.record_stage import frame_columns
-from streamtable.topology.nodes import TimeWindowSpec
 
 #: Number of state pages of a Python aggregation. Part of the checkpoint layout: changing it
 #: makes existing checkpoints incompatible (it is in the topology fingerprint).
 STATE_PAGES = 128
 
-_START = struct.Struct(">q")
-#: Output of the pack stage (``event_time`` only for windowed aggregations).
+#: Output of the pack stage.
 PACKED_DDL = "page int, value binary, ts bigint"
-WINDOWED_PACKED_DDL = PACKED_DDL + ", event_time timestamp"
 
 
 def page_of(group_key: bytes) -> int:
@@ -51,11 +41,9 @@ def page_of(group_key: bytes) -> int:
 class PackStage:
     """``Iterator[RecordBatch] -> Iterator[RecordBatch]`` for ``mapInArrow``; see module doc."""
 
-    windows: TimeWindowSpec | None = None
-
     def output_ddl(self) -> str:
         """The Spark DDL of the packed rows."""
-        return PACKED_DDL if self.windows is None else WINDOWED_PACKED_DDL
+        return PACKED_DDL
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Pack each batch's records by page and group key."""
@@ -66,21 +54,15 @@ class PackStage:
     def _pack(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         keys, values, ts, part, off, seq, topic = frame_columns(batch)
         pages: dict[int, dict[bytes, list[tuple[Any, ...]]]] = {}
-        w = self.windows
         for i, k in enumerate(keys):
             rec = (values[i], ts[i], topic[i] or "", part[i] or 0, off[i] or 0, seq[i])
-            group_keys = [k] if w is None else [k + _START.pack(s) for s in w.windows_for(ts[i])]
-            for gk in group_keys:
-                pages.setdefault(page_of(gk), {}).setdefault(gk, []).append(rec)
+            pages.setdefault(page_of(k), {}).setdefault(k, []).append(rec)
         max_ts = [max(r[1] for recs in groups.values() for r in recs) for groups in pages.values()]
-        cols: list[pa.Array] = [
-            pa.array(list(pages), pa.int32()),
-            pa.array([pickle.dumps(g, protocol=5) for g in pages.values()], pa.binary()),
-            pa.array(max_ts, pa.int64()),
-        ]
-        names = ["page", "value", "ts"]
-        if w is not None:
-            # microseconds for Spark's timestamp type
-            cols.append(pa.array([t * 1000 for t in max_ts], pa.timestamp("us", tz="UTC")))
-            names.append("event_time")
-        return pa.RecordBatch.from_arrays(cols, names=names)
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.array(list(pages), pa.int32()),
+                pa.array([pickle.dumps(g, protocol=5) for g in pages.values()], pa.binary()),
+                pa.array(max_ts, pa.int64()),
+            ],
+            names=["page", "value", "ts"],
+        )

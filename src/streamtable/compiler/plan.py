@@ -26,10 +26,16 @@ from streamtable.compiler.lower.record_ops import (
 from streamtable.compiler.lower.repartition import lower_repartition
 from streamtable.compiler.lower.sink import native_long_ok, sink_codecs, sink_frame
 from streamtable.compiler.lower.source import lower_source
+from streamtable.compiler.lower.suppress import lower_suppress
 from streamtable.compiler.lower.table import (
     lower_table_aggregate,
     lower_table_op_upserts,
     lower_table_upserts,
+)
+from streamtable.compiler.lower.windowed import (
+    late_value_codec,
+    lower_windowed_aggregate,
+    windowed_key_codec,
 )
 from streamtable.errors import TopologyError
 from streamtable.topology.nodes import (
@@ -41,6 +47,7 @@ from streamtable.topology.nodes import (
     RepartitionNode,
     SinkNode,
     SourceNode,
+    SuppressNode,
     TableAggregateNode,
     TableOpNode,
     TableSourceNode,
@@ -108,14 +115,9 @@ class Lowerer:
             parent = self.lower(node.parents[0], want_key=want_key, want_value=want_value)
             return lower_repartition(self.ctx, node, validated(self.ctx, parent))
         if isinstance(node, AggregateNode):
-            gk = group_key_codec(self.ctx, node)
-            native = node.aggregation is not None and node.aggregation.native == "count"
-            # Spark's count only looks at whether a value is null
-            values = PresenceCodec() if native and node.windows is None else None
-            parent = convert(
-                self.ctx, self.lower(node.parents[0], want_key=gk, want_value=values), gk, None
-            )
-            return lower_aggregate(self.ctx, node, validated(self.ctx, parent))
+            return self._aggregate(node)
+        if isinstance(node, SuppressNode):
+            return self._suppress(node)
         if isinstance(node, TableSourceNode):
             return lower_table_upserts(self.ctx, node)
         if isinstance(node, TableOpNode):
@@ -125,6 +127,32 @@ class Lowerer:
         if isinstance(node, JoinNode):
             return lower_join(self, node)
         raise TopologyError(f"Cannot compile node {name!r} of type {type(node).__name__}.")
+
+    def _aggregate(self, node: AggregateNode, *, emit_final: bool = False) -> Frame:
+        gk = group_key_codec(self.ctx, node)
+        native = node.aggregation is not None and node.aggregation.native == "count"
+        values: Codec | None = None
+        if native and node.windows is None:
+            values = PresenceCodec()  # Spark's count only looks at whether a value is null
+        elif node.late_records_topic is not None:
+            values = late_value_codec(self.ctx, node)  # late records keep their serde bytes
+        parent = convert(
+            self.ctx, self.lower(node.parents[0], want_key=gk, want_value=values), gk, values
+        )
+        parent = validated(self.ctx, parent)
+        if node.windows is not None:
+            return lower_windowed_aggregate(self.ctx, node, parent, emit_final=emit_final)
+        return lower_aggregate(self.ctx, node, parent)
+
+    def _suppress(self, node: SuppressNode) -> Frame:
+        spec = node.suppress
+        assert spec is not None
+        parent = self.nodes[node.parents[0]]
+        if spec.until_window_closes:
+            # validated at build time: the parent is a windowed aggregation
+            assert isinstance(parent, AggregateNode)
+            return self._aggregate(parent, emit_final=True)
+        return lower_suppress(self.ctx, node, self.lower(parent.name))
 
     def sink(self, node: SinkNode) -> QueryPlan:
         """The query writing ``node``'s topic."""
@@ -176,7 +204,7 @@ class Lowerer:
 
     def _hint(self, node: Node) -> tuple[Codec, Codec]:
         """The codecs a node's output would have without a wish (serde hints for sinks)."""
-        from streamtable.compiler.codecs import PickleCodec, SerdeCodec, WindowedCodec, codec_for
+        from streamtable.compiler.codecs import PickleCodec, SerdeCodec, codec_for
 
         if isinstance(node, SourceNode | TableSourceNode):
             k = node.key_serde or self.ctx.config.default_key_serde
@@ -188,7 +216,7 @@ class Lowerer:
         if isinstance(node, AggregateNode):
             gk = group_key_codec(self.ctx, node)
             if node.windows is not None:
-                gk = WindowedCodec(gk, node.windows.size_ms)
+                gk = windowed_key_codec(gk, node.windows)
             return gk, PickleCodec()
         if isinstance(node, RecordOpNode):
             # key-preserving chains keep the key's serde
@@ -197,7 +225,7 @@ class Lowerer:
             if any(n.changes_key for n in chain):
                 k = PickleCodec()
             return k, PickleCodec()
-        if isinstance(node, (MergeNode, RepartitionNode)):
+        if isinstance(node, (MergeNode, RepartitionNode, SuppressNode)):
             return self._hint(self.nodes[node.parents[0]])
         if isinstance(node, TableOpNode | JoinNode):  # keys are the left input's
             return self._hint(self.nodes[node.parents[0]])[0], PickleCodec()

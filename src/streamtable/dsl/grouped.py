@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from streamtable.dsl._callables import check_callable
 from streamtable.dsl.ktable import KTable
-from streamtable.dsl.windows import TimeWindows
+from streamtable.dsl.windows import SessionWindows, SlidingWindows, TimeWindows, to_millis
 from streamtable.errors import TopologyError
-from streamtable.topology.nodes import AggregateNode, Aggregation, RepartitionNode, TimeWindowSpec
+from streamtable.topology.nodes import (
+    AggregateNode,
+    Aggregation,
+    RepartitionNode,
+    SessionWindowSpec,
+    WindowSpec,
+    default_retention_ms,
+)
 
 if TYPE_CHECKING:
     from streamtable.dsl.kstream import KStream
@@ -49,6 +57,22 @@ class _ReduceAggregator:
         return value if agg is UNSET else self.reducer(agg, value)
 
 
+def _count_merge(key: Any, a: int, b: int) -> int:
+    return a + b
+
+
+class _ReduceMerger:
+    """Merges the reductions of two sessions with the reducer (Kafka Streams' session reduce)."""
+
+    def __init__(self, reducer: Callable[[Any, Any], Any]) -> None:
+        self.reducer = reducer
+
+    def __call__(self, key: Any, a: Any, b: Any) -> Any:
+        if a is UNSET:
+            return b
+        return a if b is UNSET else self.reducer(a, b)
+
+
 class _Aggregations:
     """``count``/``reduce``/``aggregate`` shared by grouped and windowed streams."""
 
@@ -57,43 +81,110 @@ class _Aggregations:
     _value_serde: Serde | None
     _repartition_name: str | None
     _repartition_required: bool
-    _windows: TimeWindowSpec | None = None
+    _windows: WindowSpec | None = None
+    _late_records_topic: str | None = None
     _kind = "KGroupedStream"
 
-    def count(self, name: str | None = None) -> KTable:
+    def count(self, name: str | None = None, *, retention: timedelta | int | None = None) -> KTable:
         """Count the records per key (``count``); records with a null key or value are skipped.
 
-        Returns a table whose values are ``int`` counts; computed by Spark's own aggregation.
+        Returns a table whose values are ``int`` counts (unwindowed: computed by Spark's own
+        aggregation). ``retention``: see :meth:`aggregate`.
         """
-        return self._aggregate(Aggregation(_count_init, _count_add, native="count"), name, "COUNT")
+        agg = Aggregation(_count_init, _count_add, native="count", merger=_count_merge)
+        return self._aggregate(agg, name, "COUNT", retention)
 
-    def reduce(self, reducer: Callable[[Any, Any], Any], name: str | None = None) -> KTable:
+    def reduce(
+        self,
+        reducer: Callable[[Any, Any], Any],
+        name: str | None = None,
+        *,
+        retention: timedelta | int | None = None,
+    ) -> KTable:
         """Combine the values of each key with ``reducer(aggregate, value)`` (``reduce``).
 
         The first value of a key is its initial aggregate. Null keys and values are skipped.
+        Session windows merge two sessions' reductions with ``reducer`` too.
+        ``retention``: see :meth:`aggregate`.
         """
         check_callable(reducer, f"{self._kind}.reduce", "aggregate, value", 2)
-        return self._aggregate(
-            Aggregation(_reduce_init, _ReduceAggregator(reducer)), name, "REDUCE"
-        )
+        agg = Aggregation(_reduce_init, _ReduceAggregator(reducer), merger=_ReduceMerger(reducer))
+        return self._aggregate(agg, name, "REDUCE", retention)
 
     def aggregate(
         self,
         initializer: Callable[[], Any],
         aggregator: Callable[[Any, Any, Any], Any],
         name: str | None = None,
+        *,
+        merger: Callable[[Any, Any, Any], Any] | None = None,
+        retention: timedelta | int | None = None,
     ) -> KTable:
         """Fold the values of each key: ``agg = aggregator(key, value, agg)`` (``aggregate``).
 
-        ``initializer()`` gives the aggregate before a key's first record. Records with a null
-        key or value are skipped (Kafka Streams' ``KStreamAggregate``). Records of one key are
-        folded in (timestamp, source partition, offset) order within a micro-batch.
+        ``initializer()`` gives the aggregate before a key's first record (of each window).
+        Records with a null key are skipped; so are null values, except in time and session
+        windows, whose aggregator receives them (Kafka Streams' ``KStreamAggregate``,
+        ``KStreamWindowAggregate``, ``KStreamSessionWindowAggregate``).
+        Unwindowed, records of one key are folded in (timestamp, source partition, offset)
+        order within a micro-batch; windowed, in arrival order (offset order within each
+        source partition, like a Kafka Streams task).
+
+        Parameters
+        ----------
+        merger : callable, optional
+            ``merger(key, agg1, agg2)``: combines the aggregates of two sessions that a record
+            merges (Kafka Streams' ``Merger``). Required for session windows, else unused.
+        retention : timedelta or int ms, optional
+            Windowed only: how long a window stays in state after its start (sessions: after
+            their end), at least window size (session gap; sliding: twice the time
+            difference) + grace, which is the default (``Materialized.withRetention``).
+
+        Raises
+        ------
+        TopologyError
+            If a session-windowed aggregation has no ``merger``, ``retention`` is given
+            without windows, or is shorter than window size + grace.
         """
         check_callable(initializer, f"{self._kind}.aggregate initializer", "", 0)
         check_callable(aggregator, f"{self._kind}.aggregate", "key, value, aggregate", 3)
-        return self._aggregate(Aggregation(initializer, aggregator), name, "AGGREGATE")
+        if merger is not None:
+            check_callable(merger, f"{self._kind}.aggregate merger", "key, agg1, agg2", 3)
+        if isinstance(self._windows, SessionWindowSpec) and merger is None:
+            raise TopologyError(
+                "SessionWindowedKStream.aggregate needs merger=fn(key, agg1, agg2) to combine "
+                "the aggregates of sessions that a record merges (Kafka Streams' Merger)."
+            )
+        agg = Aggregation(initializer, aggregator, merger=merger)
+        return self._aggregate(agg, name, "AGGREGATE", retention)
 
-    def _aggregate(self, aggregation: Aggregation, name: str | None, label: str) -> KTable:
+    def _retention_ms(self, retention: timedelta | int | None) -> int | None:
+        if retention is None:
+            return None
+        w = self._windows
+        if w is None:
+            raise TopologyError(
+                f"{self._kind}: retention applies to windowed aggregations only; an unwindowed "
+                "aggregate keeps every key."
+            )
+        ms = to_millis(retention, f"{self._kind} retention")
+        minimum = default_retention_ms(w)
+        if ms < minimum:
+            raise TopologyError(
+                f"{self._kind} retention must be at least the window size (session gap; "
+                f"sliding windows: twice the time difference) plus grace, {minimum} ms; got "
+                f"{ms} ms."
+            )
+        return ms
+
+    def _aggregate(
+        self,
+        aggregation: Aggregation,
+        name: str | None,
+        label: str,
+        retention: timedelta | int | None,
+    ) -> KTable:
+        retention_ms = self._retention_ms(retention)
         graph = self._stream._graph
         prefix = "KSTREAM"
         op = "REDUCE" if label == "REDUCE" else "AGGREGATE"
@@ -123,6 +214,8 @@ class _Aggregations:
                 key_serde=self._key_serde,
                 value_serde=self._value_serde,
                 op_label=label,
+                retention_ms=retention_ms,
+                late_records_topic=self._late_records_topic,
             )
         )
         return KTable(graph, node_name, key_serde=self._key_serde, windows=self._windows)
@@ -146,34 +239,65 @@ class KGroupedStream(_Aggregations):
         self._repartition_name = repartition_name
         self._repartition_required = repartition_required
 
-    def windowed_by(self, windows: TimeWindows) -> TimeWindowedKStream:
-        """Aggregate per key and time window (``windowedBy``).
+    def windowed_by(
+        self,
+        windows: TimeWindows | SlidingWindows | SessionWindows,
+        *,
+        late_records_topic: str | None = None,
+    ) -> TimeWindowedKStream:
+        """Aggregate per key and window (``windowedBy``).
+
+        Parameters
+        ----------
+        windows : TimeWindows, SlidingWindows or SessionWindows
+            The windows; their grace says how long a window accepts late records.
+        late_records_topic : str, optional
+            An existing topic that receives every record dropped because its window had
+            closed: the record's key and value (the grouping's serdes) and timestamp, with
+            headers ``streamtable.late.reason``, ``.operator``, ``.window.start``/``.end``,
+            ``.stream.time`` and the source topic/partition/offset (a streamtable extension;
+            Kafka Streams only counts them). Written at least once.
+
+        Stream time is tracked per source partition: a record is late when the largest
+        timestamp read from its own partition up to it (itself included) has reached the
+        window's end + grace. The decision does not depend on micro-batch boundaries.
 
         Raises
         ------
         TopologyError
-            If ``windows`` is not a :class:`TimeWindows`.
+            If ``windows`` is not one of the window kinds or the topic name is illegal.
         """
-        if not isinstance(windows, TimeWindows):
+        if not isinstance(windows, TimeWindows | SlidingWindows | SessionWindows):
             raise TopologyError(
-                f"KGroupedStream.windowed_by expects TimeWindows; got {type(windows).__name__}."
+                "KGroupedStream.windowed_by expects TimeWindows, SlidingWindows or "
+                f"SessionWindows; got {type(windows).__name__}."
             )
-        return TimeWindowedKStream(self, windows.spec())
+        if late_records_topic is not None:
+            from streamtable.dsl.kstream import _check_topic
+
+            _check_topic(late_records_topic, "KGroupedStream.windowed_by late_records_topic")
+        return TimeWindowedKStream(self, windows.spec(), late_records_topic)
 
 
 class TimeWindowedKStream(_Aggregations):
-    """A grouped stream windowed by time; aggregations yield a table keyed by ``Windowed``.
+    """A grouped stream windowed by time or sessions; aggregations yield a table keyed by
+    ``Windowed`` (Kafka Streams' ``TimeWindowedKStream`` / ``SessionWindowedKStream``).
 
-    A window is updated by records until stream time passes ``window end + grace``; records
-    for a closed window are dropped and counted.
+    A window is updated by records until stream time passes its close (``end + grace``;
+    sessions ``end + gap + grace``); records for a closed window are dropped and counted.
     """
 
     _kind = "TimeWindowedKStream"
 
-    def __init__(self, grouped: KGroupedStream, windows: TimeWindowSpec) -> None:
+    def __init__(
+        self, grouped: KGroupedStream, windows: WindowSpec, late_records_topic: str | None
+    ) -> None:
         self._stream = grouped._stream
         self._key_serde = grouped._key_serde
         self._value_serde = grouped._value_serde
         self._repartition_name = grouped._repartition_name
         self._repartition_required = grouped._repartition_required
         self._windows = windows
+        self._late_records_topic = late_records_topic
+        if isinstance(windows, SessionWindowSpec):
+            self._kind = "SessionWindowedKStream"

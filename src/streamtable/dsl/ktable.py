@@ -14,19 +14,22 @@ from streamtable.dsl._graph import GraphBuilder
 from streamtable.dsl.joins import add_join
 from streamtable.errors import TopologyError
 from streamtable.topology.nodes import (
+    AggregateNode,
     JoinKind,
     JoinNode,
     RecordOpKind,
     RecordOpNode,
     RepartitionNode,
+    SuppressNode,
     TableOpKind,
     TableOpNode,
-    TimeWindowSpec,
+    WindowSpec,
 )
 
 if TYPE_CHECKING:
     from streamtable.dsl.grouped_table import KGroupedTable
     from streamtable.dsl.kstream import KStream
+    from streamtable.dsl.suppressed import Suppressed
     from streamtable.serde import Serde
 
 
@@ -43,7 +46,7 @@ class KTable:
         *,
         key_serde: Serde | None = None,
         value_serde: Serde | None = None,
-        windows: TimeWindowSpec | None = None,
+        windows: WindowSpec | None = None,
     ) -> None:
         self._graph = graph
         self._node_name = node_name
@@ -57,7 +60,7 @@ class KTable:
         return self._node_name
 
     @property
-    def windows(self) -> TimeWindowSpec | None:
+    def windows(self) -> WindowSpec | None:
         """The window specification when the table is keyed by ``Windowed``, else ``None``."""
         return self._windows
 
@@ -131,6 +134,60 @@ class KTable:
         )
         return KStream(
             self._graph, node_name, key_serde=self._key_serde, value_serde=self._value_serde
+        )
+
+    def suppress(self, suppressed: Suppressed, name: str | None = None) -> KTable:
+        """Hold back updates (``KTable.suppress``); see :class:`streamtable.Suppressed`.
+
+        ``Suppressed.until_window_closes()`` emits exactly one final record per window, once
+        stream time has passed the window's end + grace (session windows: end + gap + grace),
+        as Kafka Streams does; tombstones are not emitted. It is fused into the windowed
+        aggregation, so it must be applied to the aggregation's table directly.
+        ``Suppressed.until_time_limit(d)`` emits a key's latest value once stream time has
+        passed the timestamp of its first held update + ``d``.
+
+        Raises
+        ------
+        TopologyError
+            For ``until_window_closes`` on a table that is not the direct result of a
+            windowed aggregation, or if ``suppressed`` is not a :class:`Suppressed`.
+        """
+        from streamtable.dsl.suppressed import Suppressed
+
+        if not isinstance(suppressed, Suppressed):
+            raise TopologyError(
+                f"KTable.suppress expects a Suppressed (e.g. Suppressed.until_window_closes()); "
+                f"got {type(suppressed).__name__}."
+            )
+        spec = suppressed.spec()
+        if spec.until_window_closes:
+            parent = next(n for n in self._graph.nodes() if n.name == self._node_name)
+            if self._windows is None:
+                raise TopologyError(
+                    f"Suppressed.until_window_closes needs a windowed table, but "
+                    f"{self._node_name!r} is not keyed by Windowed: apply it to the result of "
+                    "windowed_by(...).count()/reduce()/aggregate(), or use "
+                    "Suppressed.until_time_limit()."
+                )
+            if not isinstance(parent, AggregateNode):
+                raise TopologyError(
+                    f"Suppressed.until_window_closes must follow the windowed aggregation "
+                    f"directly, but {self._node_name!r} is a {type(parent).__name__}: apply "
+                    "suppress() first and filter/map the final results afterwards."
+                )
+        node_name = self._graph.names.processor("KTABLE", "SUPPRESS", name)
+        store = self._graph.names.store(
+            "KTABLE", "SUPPRESS", None if name is None else f"{name}-store"
+        )
+        self._graph.add(
+            SuppressNode(node_name, (self._node_name,), suppress=spec, store_name=store)
+        )
+        return KTable(
+            self._graph,
+            node_name,
+            key_serde=self._key_serde,
+            value_serde=self._value_serde,
+            windows=self._windows,
         )
 
     def group_by(

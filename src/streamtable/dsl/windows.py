@@ -1,4 +1,5 @@
-"""Window specifications: ``TimeWindows`` (tumbling and hopping) and ``JoinWindows``.
+"""Window specifications: ``TimeWindows`` (tumbling and hopping), ``SlidingWindows``,
+``SessionWindows`` and ``JoinWindows``.
 
 Durations are :class:`datetime.timedelta`; an ``int`` is taken as milliseconds.
 """
@@ -9,7 +10,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from streamtable.errors import TopologyError
-from streamtable.topology.nodes import JoinWindowSpec, TimeWindowSpec
+from streamtable.topology.nodes import (
+    JoinWindowSpec,
+    SessionWindowSpec,
+    SlidingWindowSpec,
+    TimeWindowSpec,
+)
 
 
 def to_millis(d: timedelta | int, argument: str) -> int:
@@ -95,6 +101,118 @@ class TimeWindows:
     def windows_for(self, timestamp: int) -> list[int]:
         """Start times (ms) of the windows containing ``timestamp``."""
         return self.spec().windows_for(timestamp)
+
+
+def _grace(grace: timedelta | int, owner: str) -> int:
+    g = to_millis(grace, f"{owner} grace")
+    if g < 0:
+        raise TopologyError(f"{owner} grace must not be negative; got {g} ms.")
+    return g
+
+
+@dataclass(frozen=True)
+class SlidingWindows:
+    """Windows of a fixed length sliding along the records' timestamps (``SlidingWindows``).
+
+    A window ``[start, start + time_difference]`` (both ends inclusive, ms) exists wherever a
+    record enters or leaves it, so every distinct set of records lying within
+    ``time_difference`` of each other has exactly one window. Records arriving after stream
+    time has passed their window's end + grace are dropped (Kafka Streams' rule).
+
+    Examples
+    --------
+    >>> from datetime import timedelta
+    >>> w = SlidingWindows.of_time_difference_and_grace(timedelta(seconds=5), timedelta(0))
+    >>> w.time_difference_ms, w.grace_ms
+    (5000, 0)
+    """
+
+    time_difference_ms: int
+    grace_ms: int
+
+    @classmethod
+    def of_time_difference_with_no_grace(cls, difference: timedelta | int) -> SlidingWindows:
+        """Sliding windows of ``difference`` without grace (``ofTimeDifferenceWithNoGrace``).
+
+        Raises
+        ------
+        TopologyError
+            If ``difference`` is not positive.
+        """
+        return cls.of_time_difference_and_grace(difference, timedelta(0))
+
+    @classmethod
+    def of_time_difference_and_grace(
+        cls, difference: timedelta | int, grace: timedelta | int
+    ) -> SlidingWindows:
+        """Sliding windows of ``difference`` accepting records up to ``grace`` late.
+
+        Raises
+        ------
+        TopologyError
+            If ``difference`` is not positive or ``grace`` is negative.
+        """
+        d = to_millis(difference, "SlidingWindows time difference")
+        if d <= 0:
+            raise TopologyError(f"SlidingWindows time difference must be positive; got {d} ms.")
+        return cls(d, _grace(grace, "SlidingWindows"))
+
+    def spec(self) -> SlidingWindowSpec:
+        """The topology-level window specification."""
+        return SlidingWindowSpec(self.time_difference_ms, self.grace_ms)
+
+
+@dataclass(frozen=True)
+class SessionWindows:
+    """Sessions of activity per key, separated by an inactivity gap (``SessionWindows``).
+
+    A record at ``t`` belongs to a session ``[start, end]`` (both inclusive, ms) when it is
+    within ``inactivity_gap`` of it; a record bridging two sessions merges them. When sessions
+    merge, a tombstone is emitted for each merged-away session's windowed key, then the
+    merged session (Kafka Streams' ``KStreamSessionWindowAggregate``). Records arriving after
+    stream time has passed their session's end + gap + grace are dropped.
+
+    Examples
+    --------
+    >>> from datetime import timedelta
+    >>> w = SessionWindows.of_inactivity_gap_and_grace(timedelta(hours=6), timedelta(hours=1))
+    >>> w.inactivity_gap_ms, w.grace_ms
+    (21600000, 3600000)
+    """
+
+    inactivity_gap_ms: int
+    grace_ms: int
+
+    @classmethod
+    def of_inactivity_gap_with_no_grace(cls, gap: timedelta | int) -> SessionWindows:
+        """Sessions separated by ``gap``, without grace (``ofInactivityGapWithNoGrace``).
+
+        Raises
+        ------
+        TopologyError
+            If ``gap`` is not positive.
+        """
+        return cls.of_inactivity_gap_and_grace(gap, timedelta(0))
+
+    @classmethod
+    def of_inactivity_gap_and_grace(
+        cls, gap: timedelta | int, grace: timedelta | int
+    ) -> SessionWindows:
+        """Sessions separated by ``gap``, accepting records up to ``grace`` late.
+
+        Raises
+        ------
+        TopologyError
+            If ``gap`` is not positive or ``grace`` is negative.
+        """
+        g = to_millis(gap, "SessionWindows inactivity gap")
+        if g <= 0:
+            raise TopologyError(f"SessionWindows inactivity gap must be positive; got {g} ms.")
+        return cls(g, _grace(grace, "SessionWindows"))
+
+    def spec(self) -> SessionWindowSpec:
+        """The topology-level window specification."""
+        return SessionWindowSpec(self.inactivity_gap_ms, self.grace_ms)
 
 
 @dataclass(frozen=True)

@@ -172,6 +172,18 @@ class SessionWindowSpec:
 WindowSpec = TimeWindowSpec | SlidingWindowSpec | SessionWindowSpec
 
 
+def default_retention_ms(windows: WindowSpec) -> int:
+    """Kafka Streams' default (and minimum) window-store retention: window size + grace;
+    sessions: gap + grace; sliding windows: twice the time difference + grace
+    (``SlidingWindowStoreMaterializer``).
+    """
+    if isinstance(windows, SessionWindowSpec):
+        return windows.inactivity_gap_ms + windows.grace_ms
+    if isinstance(windows, SlidingWindowSpec):
+        return 2 * windows.time_difference_ms + windows.grace_ms
+    return windows.size_ms + windows.grace_ms
+
+
 @dataclass(frozen=True)
 class Aggregation:
     """A fold over the values of one key: ``agg = aggregator(key, value, agg)``.

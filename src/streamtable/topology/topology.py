@@ -48,8 +48,14 @@ class Topology:
 
     @property
     def sink_topics(self) -> tuple[str, ...]:
-        """Every user topic the topology writes."""
-        return tuple(dict.fromkeys(n.topic for n in self._graph.of_type(SinkNode)))
+        """Every user topic the topology writes (sinks, then late-records topics)."""
+        sinks = [n.topic for n in self._graph.of_type(SinkNode)]
+        late = [
+            n.late_records_topic
+            for n in self._graph.of_type(AggregateNode)
+            if n.late_records_topic is not None
+        ]
+        return tuple(dict.fromkeys(sinks + late))
 
     @property
     def store_names(self) -> tuple[str, ...]:

@@ -1,4 +1,4 @@
-"""Lowering of ``AggregateNode``.
+"""Lowering of an unwindowed ``AggregateNode`` (windowed ones: :mod:`.windowed`).
 
 Spark's own aggregation for ``count``; otherwise a ``transformWithState`` processor running the
 user's fold (see ``aggregate_processor``), fed with packed records (see ``pack_stage``).
@@ -10,7 +10,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from streamtable.compiler.aggregate_processor import OUTPUT_DDL, AggregateProcessor, AggregateSpec
-from streamtable.compiler.codecs import Codec, LongColumnCodec, PickleCodec, WindowedCodec
+from streamtable.compiler.codecs import Codec, LongColumnCodec, PickleCodec
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.compiler.metrics import count_and_drop
 from streamtable.compiler.pack_stage import PackStage
@@ -26,10 +26,10 @@ def group_key_codec(ctx: CompileContext, node: AggregateNode) -> Codec:
 
 
 def lower_aggregate(ctx: CompileContext, node: AggregateNode, parent: Frame) -> Frame:
-    """Aggregate ``parent`` (already keyed by :func:`group_key_codec`) per key and window.
+    """Aggregate ``parent`` (already keyed by :func:`group_key_codec`) per key.
 
-    Output: a changelog frame — one row per updated key (or window) per micro-batch — keyed
-    by the group key (windowed: inner key bytes + 8-byte start), with the aggregate as value.
+    Output: a changelog frame — one row per updated key per micro-batch — keyed by the group
+    key, with the aggregate as value.
 
     Raises
     ------
@@ -50,7 +50,7 @@ def lower_aggregate(ctx: CompileContext, node: AggregateNode, parent: Frame) -> 
         null_checks["null_value"] = F.col("value").isNull()
     df = count_and_drop(ctx, df, null_checks)
 
-    if agg.native == "count" and node.windows is None:
+    if agg.native == "count":
         ctx.uses_native_state = True
         out = _changelog_columns(
             df.groupBy("key").agg(F.count(F.lit(1)).alias("value"), F.max("ts").alias("ts"))
@@ -58,29 +58,17 @@ def lower_aggregate(ctx: CompileContext, node: AggregateNode, parent: Frame) -> 
         return Frame(out, parent.key_codec, LongColumnCodec(), stateful=True)
 
     ctx.uses_tws = True
-    spec = AggregateSpec(node.name, agg, parent.key_codec, parent.value_codec, node.windows)
-    time_mode = "None"
-    key_codec: Codec = parent.key_codec
-    if node.windows is not None:
-        df = count_and_drop(ctx, df, {"negative_timestamp": F.col("ts") < 0})
-    pack = PackStage(node.windows)
+    spec = AggregateSpec(node.name, agg, parent.key_codec, parent.value_codec)
+    pack = PackStage()
     df = df.mapInArrow(pack, pack.output_ddl())
-    if node.windows is not None:
-        w = node.windows
-        df = df.withWatermark("event_time", f"{w.grace_ms + w.size_ms} milliseconds")
-        time_mode = "EventTime"
-        key_codec = WindowedCodec(parent.key_codec, w.size_ms)
     out = df.groupBy("page").transformWithState(
         statefulProcessor=AggregateProcessor(spec),
         outputStructType=OUTPUT_DDL,
         outputMode="Update",
-        timeMode=time_mode,
-    )
-    out = count_and_drop(
-        ctx, out, {"late": F.col("dropped") > 0}, weights={"late": F.col("dropped")}
+        timeMode="None",
     )
     out = _changelog_columns(out)
-    return Frame(out, key_codec, PickleCodec(), stateful=True)
+    return Frame(out, parent.key_codec, PickleCodec(), stateful=True)
 
 
 def _changelog_columns(df: DataFrame) -> DataFrame:

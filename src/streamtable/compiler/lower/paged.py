@@ -8,9 +8,15 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from streamtable.compiler.frame import CompileContext, Frame
+from streamtable.compiler.late_records import LateRecordsWriter
 from streamtable.compiler.metrics import count_and_drop
 from streamtable.compiler.paged.pack import PAGED_DDL, KernelPack
-from streamtable.compiler.paged.processor import OUTPUT_DDL, PagedProcessor
+from streamtable.compiler.paged.partition_time import PARTITION_TIME_DDL, PartitionTimePack
+from streamtable.compiler.paged.processor import (
+    OUTPUT_DDL,
+    PagedProcessor,
+    PartitionTimeProcessor,
+)
 
 _FRAME = ["key", "value", "ts", "partition", "offset", "seq", "topic"]
 
@@ -22,29 +28,44 @@ def run_paged(
     *,
     drop_reasons: tuple[str, ...] = (),
     watermark_delay_ms: int | None = None,
+    late_records: LateRecordsWriter | None = None,
+    single_stream_time: bool = False,
 ) -> DataFrame:
     """Pack each input (side = its index), union, and run ``kernel`` per state page.
 
     Returns the kernel's outputs in frame columns plus ``old``; rows the kernel reported as
-    dropped are counted under their reason and removed. With ``watermark_delay_ms`` the
-    operator runs in event time (Spark's watermark over the latest record timestamps).
+    dropped are counted under their reason and removed (after ``late_records`` has written
+    the late ones to their topic). With ``watermark_delay_ms`` the operator runs in event
+    time (Spark's watermark over the latest record timestamps). A kernel with
+    ``partition_time`` runs on partition time instead (:mod:`..paged.partition_time`): its
+    single input must come straight from the Kafka sources, unshuffled, unless
+    ``single_stream_time`` gives the operator one stream time over all its input.
     """
     ctx.uses_tws = True
-    packed = None
-    for side, frame in enumerate(inputs):
-        df = frame.df.mapInArrow(KernelPack(side), PAGED_DDL)
-        packed = df if packed is None else packed.unionByName(df)
-    assert packed is not None
     time_mode = "None"
-    if watermark_delay_ms is not None:
-        packed = packed.withWatermark("event_time", f"{watermark_delay_ms} milliseconds")
-        time_mode = "EventTime"
+    if getattr(kernel, "partition_time", False):
+        (frame,) = inputs
+        pack = PartitionTimePack(single=single_stream_time)
+        packed = frame.df.mapInArrow(pack, PARTITION_TIME_DDL)
+        processor: PagedProcessor = PartitionTimeProcessor(kernel)
+    else:
+        packed = None
+        for side, frame in enumerate(inputs):
+            df = frame.df.mapInArrow(KernelPack(side), PAGED_DDL)
+            packed = df if packed is None else packed.unionByName(df)
+        assert packed is not None
+        if watermark_delay_ms is not None:
+            packed = packed.withWatermark("event_time", f"{watermark_delay_ms} milliseconds")
+            time_mode = "EventTime"
+        processor = PagedProcessor(kernel)
     out = packed.groupBy("page").transformWithState(
-        statefulProcessor=PagedProcessor(kernel),
+        statefulProcessor=processor,
         outputStructType=OUTPUT_DDL,
         outputMode="Update",
         timeMode=time_mode,
     )
+    if late_records is not None:
+        out = out.mapInArrow(late_records, OUTPUT_DDL)
     is_drop = F.col("dropped") > 0
     if drop_reasons:
         out = count_and_drop(

@@ -17,4 +17,4 @@ def lower_repartition(ctx: CompileContext, node: RepartitionNode, parent: Frame)
     """Redistribute ``parent`` by key when the node asks for a partition count."""
     if node.num_partitions is None:
         return parent
-    return parent.with_(df=parent.df.repartition(node.num_partitions, F.col("key")))
+    return parent.with_(df=parent.df.repartition(node.num_partitions, F.col("key")), shuffled=True)

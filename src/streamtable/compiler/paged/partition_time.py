@@ -61,7 +61,9 @@ class PartitionTimePack:
     row per page with the summaries of every chunk the task read.
 
     The input must not have been shuffled since the Kafka source: a Spark task has to see each
-    partition's records as a contiguous range in offset order.
+    partition's records as a contiguous range in offset order. With ``single`` the records'
+    coordinates are ignored and the operator has one stream time, the largest timestamp it has
+    seen (for inputs that come out of another stateful operator).
 
     >>> batch = pa.RecordBatch.from_pylist([
     ...     dict(key=b"a", value=b"1", ts=5, partition=0, offset=10, seq=0, topic="t"),
@@ -73,6 +75,8 @@ class PartitionTimePack:
     >>> pickle.loads(out[1].column(2)[0].as_py())
     [('t', 0, 10, 11, 5)]
     """
+
+    single: bool = False
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Pack each non-empty batch, then send the task's chunk summaries to every page."""
@@ -102,10 +106,11 @@ class PartitionTimePack:
         pages: dict[int, dict[bytes | None, list[Rec]]] = {}
         for i, k in enumerate(keys):
             ts = col["ts"][i]
-            topic = col["topic"][i] or NO_PARTITION[0]
-            part = col["partition"][i]
-            part = NO_PARTITION[1] if part is None else part
-            offset = col["offset"][i] or 0
+            topic, part, offset = NO_PARTITION[0], NO_PARTITION[1], 0
+            if not self.single:
+                topic = col["topic"][i] or topic
+                part = part if col["partition"][i] is None else col["partition"][i]
+                offset = col["offset"][i] or 0
             chunk = chunks.get((topic, part))
             if chunk is None:
                 chunk = chunks[(topic, part)] = [offset, offset, ts]

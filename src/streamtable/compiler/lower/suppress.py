@@ -1,0 +1,22 @@
+"""Lowering of ``SuppressNode`` with ``until_time_limit`` (``until_window_closes`` is fused into
+the windowed aggregation, see :mod:`.windowed`).
+"""
+
+from __future__ import annotations
+
+from streamtable.compiler.frame import CompileContext, Frame
+from streamtable.compiler.lower.paged import frame_columns_only, run_paged
+from streamtable.compiler.paged.suppress_kernels import TimeLimitSuppressKernel
+from streamtable.topology.nodes import SuppressNode
+
+
+def lower_suppress(ctx: CompileContext, node: SuppressNode, parent: Frame) -> Frame:
+    """Hold back the updates of the table ``parent`` (see :mod:`..paged.suppress_kernels`).
+
+    Output: the table's updates, at most one per key per micro-batch, each emitted once stream
+    time has passed the first held update's timestamp + the time limit.
+    """
+    assert node.suppress is not None
+    kernel = TimeLimitSuppressKernel(node.name, node.suppress)
+    out = run_paged(ctx, [parent], kernel, single_stream_time=True)
+    return parent.with_(df=frame_columns_only(out), stateful=True, pending_source=None)

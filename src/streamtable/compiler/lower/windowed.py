@@ -1,0 +1,161 @@
+"""Lowering of a windowed ``AggregateNode`` (and a ``suppress(until_window_closes)`` on it).
+
+One paged ``transformWithState`` operator running a window kernel
+(:mod:`..paged.window_kernels`) on partition time (:mod:`..paged.partition_time`): lateness
+is decided per record by the stream time of its own source partition, never by Spark's
+watermark, so the output and the dropped set do not depend on micro-batch boundaries. A
+suppression until the window closes is fused into the same operator: the kernel then emits one
+final record per window instead of updates.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import functions as F
+
+from streamtable.compiler.codecs import (
+    Codec,
+    PickleCodec,
+    SerdeCodec,
+    SessionWindowedCodec,
+    WindowedCodec,
+)
+from streamtable.compiler.frame import CompileContext, Frame
+from streamtable.compiler.late_records import LateRecordsWriter
+from streamtable.compiler.lower.paged import frame_columns_only, run_paged
+from streamtable.compiler.metrics import count_and_drop
+from streamtable.compiler.paged.processor import LATE
+from streamtable.compiler.paged.window_kernels import (
+    TimeWindowKernel,
+    WindowAggregateSpec,
+    WindowKernel,
+)
+from streamtable.errors import TopologyError
+from streamtable.topology.nodes import (
+    AggregateNode,
+    SessionWindowSpec,
+    SlidingWindowSpec,
+    TimeWindowSpec,
+    WindowSpec,
+    default_retention_ms,
+)
+
+
+def windowed_key_codec(key: Codec, windows: WindowSpec) -> Codec:
+    """How the output's windowed keys are written (Kafka Streams' windowed serializers)."""
+    if isinstance(windows, SessionWindowSpec):
+        return SessionWindowedCodec(key)
+    return WindowedCodec(key, windows.size_ms)
+
+
+def late_value_codec(ctx: CompileContext, node: AggregateNode) -> Codec:
+    """The serde encoding values reach a windowed aggregation in when its late records are
+    written to a topic (so they keep the bytes a consumer can read).
+
+    Raises
+    ------
+    TopologyError
+        If neither the grouping nor the configuration gives a value serde.
+    """
+    serde = node.value_serde or ctx.config.default_value_serde
+    if serde is None:
+        raise TopologyError(
+            f"Windowed aggregation {node.name!r} writes late records to topic "
+            f"{node.late_records_topic!r} but has no value serde: pass value_serde= to "
+            "group_by()/group_by_key() or set 'default.value.serde' in the config."
+        )
+    return SerdeCodec(serde)
+
+
+def window_kernel(spec: WindowAggregateSpec) -> WindowKernel:
+    """The kernel of the window kind."""
+    w = spec.windows
+    if isinstance(w, TimeWindowSpec):
+        return TimeWindowKernel(spec)
+    if isinstance(w, SlidingWindowSpec):
+        from streamtable.compiler.paged.sliding_kernels import SlidingWindowKernel
+
+        return SlidingWindowKernel(spec)
+    assert isinstance(w, SessionWindowSpec)
+    from streamtable.compiler.paged.session_kernels import SessionWindowKernel
+
+    return SessionWindowKernel(spec)
+
+
+def lower_windowed_aggregate(
+    ctx: CompileContext, node: AggregateNode, parent: Frame, *, emit_final: bool = False
+) -> Frame:
+    """Aggregate ``parent`` (keyed by the group key codec) per key and window.
+
+    Output: one row per updated window per micro-batch (or, with ``emit_final``, one row per
+    window once it has closed) keyed by the windowed key, the aggregate as value; session
+    merges also emit tombstones for the merged-away sessions.
+
+    Raises
+    ------
+    TopologyError
+        If the input comes from another stateful operator or was shuffled by an explicit
+        ``repartition(num_partitions=...)`` (its records no longer arrive in partition order,
+        so partition time cannot be tracked), or a late-records topic lacks a serde.
+    """
+    if parent.stateful:
+        raise TopologyError(
+            f"Windowed aggregation {node.name!r} (store {node.store_name!r}) reads the output "
+            "of another stateful operator; chained aggregations are not supported yet. Write "
+            "the first result to a topic and read it in a second topology."
+        )
+    if parent.shuffled:
+        raise TopologyError(
+            f"Windowed aggregation {node.name!r} (store {node.store_name!r}) follows "
+            "repartition(num_partitions=...): stream time is tracked per source partition and "
+            "needs the records in their partitions' order. Remove the explicit partition count "
+            "(the aggregation redistributes records by key itself)."
+        )
+    agg = node.aggregation
+    windows = node.windows
+    assert agg is not None and windows is not None
+    checks = {"null_key": F.col("key").isNull(), "negative_timestamp": F.col("ts") < 0}
+    if agg.skip_null_values and isinstance(windows, SlidingWindowSpec):
+        # only KStreamSlidingWindowAggregate skips null values; time and session window
+        # aggregations pass them to the aggregator (a windowed count counts them)
+        checks["null_value"] = F.col("value").isNull()
+    df = count_and_drop(ctx, parent.df, checks)
+    spec = WindowAggregateSpec(
+        node_name=node.name,
+        aggregation=agg,
+        key_codec=parent.key_codec,
+        value_codec=parent.value_codec,
+        windows=windows,
+        retention_ms=node.retention_ms or default_retention_ms(windows),
+        emit_final=emit_final,
+        keep_late=node.late_records_topic is not None,
+    )
+    writer = None
+    if node.late_records_topic is not None:
+        if parent.key_codec.serde() is None:
+            raise TopologyError(
+                f"Windowed aggregation {node.name!r} writes late records to topic "
+                f"{node.late_records_topic!r} but has no key serde: pass key_serde= to "
+                "group_by()/group_by_key() or set 'default.key.serde' in the config."
+            )
+        cfg = ctx.config
+        writer = LateRecordsWriter(
+            node.late_records_topic,
+            {
+                "bootstrap.servers": cfg.bootstrap_servers,
+                "partitioner": "murmur2_random",  # Java's default partitioner
+                **cfg.producer_config,
+            },
+        )
+    out = run_paged(
+        ctx,
+        [parent.with_(df=df)],
+        window_kernel(spec),
+        drop_reasons=(LATE,),
+        late_records=writer,
+    )
+    return Frame(
+        frame_columns_only(out),
+        windowed_key_codec(parent.key_codec, windows),
+        PickleCodec(),
+        stateful=True,
+    )

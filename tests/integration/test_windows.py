@@ -1,0 +1,158 @@
+"""Windows over out-of-order data: lateness by partition time, suppression, late-records topic.
+
+The expected results come from an independent model of Kafka Streams' rules written here: per
+source partition, stream time is the running maximum of timestamps in offset order; a record
+is late for a window when that stream time (itself included) has reached the window's
+end + grace; a suppressed window is emitted once every partition's stream time has passed it.
+"""
+
+import random
+import struct
+import uuid
+from collections import Counter
+from datetime import timedelta
+
+from confluent_kafka import Consumer, TopicPartition
+
+from _support import ensure_topics, produce_records, read_topic
+from streamtable import KafkaStreams, Serdes, StreamsBuilder, Suppressed, TimeWindows
+from streamtable.serde.murmur2 import default_partition
+
+SIZE, GRACE = 10_000, 5_000
+PARTITIONS = 2
+
+
+def keys_by_partition(n_per_partition):
+    """Keys that Java's partitioner puts on each partition."""
+    out = {p: [] for p in range(PARTITIONS)}
+    i = 0
+    while any(len(v) < n_per_partition for v in out.values()):
+        k = f"k{i}"
+        p = default_partition(k.encode(), PARTITIONS)
+        if len(out[p]) < n_per_partition:
+            out[p].append(k)
+        i += 1
+    return out
+
+
+def make_input(seed):
+    """Per partition: (key, ts) in offset order, timestamps out of order by up to 25 s."""
+    rng = random.Random(seed)
+    keys = keys_by_partition(3)
+    parts = {}
+    for p in range(PARTITIONS):
+        t, recs = 100_000, []
+        for _ in range(40):
+            t += rng.randint(0, 4_000)
+            recs.append(
+                (rng.choice(keys[p]), max(0, t - rng.choice([0, 0, 0, 3_000, 12_000, 25_000])))
+            )
+        # a last record far ahead closes every earlier window of this partition
+        recs.append((keys[p][0], t + 100_000))
+        parts[p] = recs
+    return parts
+
+
+def model(parts):
+    """(final counts per (key, window start), late (key, ts, window start) list, emitted finals)."""
+    counts, late, final_times = Counter(), [], []
+    for recs in parts.values():
+        st = -1
+        for key, ts in recs:
+            st = max(st, ts)
+            start = ts - ts % SIZE
+            if start + SIZE + GRACE <= st:
+                late.append((key, ts, start))
+            else:
+                counts[(key, start)] += 1
+        final_times.append(st)
+    low = min(final_times)
+    finals = {kw: n for kw, n in counts.items() if kw[1] + SIZE + GRACE <= low}
+    return counts, sorted(late), finals
+
+
+def read_with_headers(bootstrap, topic):
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"reader-{uuid.uuid4().hex}",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    try:
+        md = c.list_topics(topic, timeout=30)
+        parts = list(md.topics[topic].partitions)
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in parts}
+        c.assign([TopicPartition(topic, p, 0) for p in parts])
+        out, seen = [], Counter()
+        while any(seen[p] < ends[p] for p in parts):
+            for m in c.consume(num_messages=1000, timeout=0.5):
+                if m.error() is None:
+                    seen[m.partition()] += 1
+                    out.append((m.key(), m.value(), m.timestamp()[1], dict(m.headers() or [])))
+        return out
+    finally:
+        c.close()
+
+
+def topology(inp, out, late):
+    b = StreamsBuilder()
+    (
+        b.stream(inp, key_serde=Serdes.string(), value_serde=Serdes.string())
+        .group_by_key()
+        .windowed_by(TimeWindows.of_size_and_grace(SIZE, GRACE), late_records_topic=late)
+        .count(name="counts")
+        .suppress(Suppressed.until_window_closes())
+        .to_stream()
+        .to(out, key_serde=Serdes.time_windowed(Serdes.string(), SIZE), value_serde=Serdes.long())
+    )
+    return b.build()
+
+
+def test_suppressed_counts_and_late_records_do_not_depend_on_batch_boundaries(
+    kafka_broker, spark, topic_name, app_config
+):
+    bs = kafka_broker.bootstrap_servers
+    inp = topic_name("in")
+    ensure_topics(bs, {inp: PARTITIONS})
+    parts = make_input(seed=4)
+    for recs in parts.values():
+        records = [(k.encode(), f"v{i}".encode(), ts) for i, (k, ts) in enumerate(recs)]
+        produce_records(bs, inp, records, partitions=PARTITIONS)
+    _, want_late, want_finals = model(parts)
+    assert want_late and want_finals  # the input exercises both
+
+    results = []
+    for batch_limit in (7, None):  # many small micro-batches, then everything in one
+        out, late = topic_name(f"out{batch_limit}"), topic_name(f"late{batch_limit}")
+        ensure_topics(bs, {out: 1, late: 1})
+        extra = {} if batch_limit is None else {"streamtable.max.offsets.per.trigger": batch_limit}
+        app = KafkaStreams(topology(inp, out, late), app_config(**extra))
+        app.start()
+        try:
+            app.await_caught_up(timeout=timedelta(minutes=3))
+            dropped = app.metrics()["dropped-records"]
+        finally:
+            app.close()
+        emitted = [
+            (k[:-8].decode(), struct.unpack(">q", k[-8:])[0], struct.unpack(">q", v)[0])
+            for k, v, _ in read_topic(bs, out)
+        ]
+        late_records = read_with_headers(bs, late)
+        results.append((sorted(emitted), sorted((k, ts) for k, _v, ts, _h in late_records)))
+
+        # exactly one final record per closed window, with the model's count
+        assert Counter((k, s) for k, s, _ in emitted) == Counter(want_finals.keys())
+        assert {(k, s): n for k, s, n in emitted} == want_finals
+        # every late record is in the late topic once, with its window in the headers
+        assert (
+            sorted(
+                (k.decode(), ts, int(h["streamtable.late.window.start"]))
+                for k, _v, ts, h in late_records
+            )
+            == want_late
+        )
+        assert all(h["streamtable.late.reason"] == b"window-closed" for *_r, h in late_records)
+        assert dropped.get("late") == len(want_late)
+
+    assert results[0] == results[1]
