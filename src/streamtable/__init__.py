@@ -9,6 +9,14 @@ from streamtable.dsl.grouped_table import KGroupedTable
 from streamtable.dsl.kstream import BranchedKStream, KStream
 from streamtable.dsl.ktable import GlobalKTable, KTable
 from streamtable.dsl.suppressed import BufferConfig, Suppressed
+from streamtable.dsl.timestamps import (
+    FailOnInvalidTimestamp,
+    FieldTimestamp,
+    LogAndSkipOnInvalidTimestamp,
+    RecordTimestamp,
+    TimestampExtractor,
+    WallclockTimestamp,
+)
 from streamtable.dsl.windows import JoinWindows, SessionWindows, SlidingWindows, TimeWindows
 from streamtable.errors import StreamtableError
 from streamtable.serde import Serde, Serdes, Windowed
@@ -42,6 +50,12 @@ __all__ = [
     "SessionWindows",
     "Suppressed",
     "BufferConfig",
+    "TimestampExtractor",
+    "RecordTimestamp",
+    "WallclockTimestamp",
+    "FieldTimestamp",
+    "LogAndSkipOnInvalidTimestamp",
+    "FailOnInvalidTimestamp",
     "Topology",
     "KafkaStreams",
     "Serde",

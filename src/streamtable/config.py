@@ -19,6 +19,7 @@ ProcessingGuarantee = Literal["at_least_once", "exactly_once_v2"]
 DeserializationHandler = Literal["log_and_fail", "log_and_continue"]
 Trigger = Literal["processing_time", "available_now", "real_time"]
 OffsetReset = Literal["earliest", "latest"]
+InvalidTimestampPolicy = Literal["skip", "fail"]
 
 #: Prefixes of Kafka client configs passed through (prefix stripped) to the matching client.
 CLIENT_PREFIXES = ("consumer.", "producer.", "admin.")
@@ -139,6 +140,14 @@ _TRIGGERS = {
     "real_time": "real_time",
 }
 _OFFSET_RESETS = {"earliest": "earliest", "latest": "latest"}
+_TIMESTAMP_POLICIES = {
+    "skip": "skip",
+    "fail": "fail",
+    "LogAndSkipOnInvalidTimestamp": "skip",
+    "FailOnInvalidTimestamp": "fail",
+    "org.apache.kafka.streams.processor.LogAndSkipOnInvalidTimestamp": "skip",
+    "org.apache.kafka.streams.processor.FailOnInvalidTimestamp": "fail",
+}
 
 
 def _guarantee(key: str, value: object) -> str:
@@ -154,6 +163,16 @@ def _guarantee(key: str, value: object) -> str:
 def _offset_reset(key: str, value: object) -> str:
     hint = " Kafka's 'none' and 'by_duration:...' are not supported."
     return _choice(key, value, _OFFSET_RESETS, hint)
+
+
+def _timestamp_policy(key: str, value: object) -> str:
+    hint = ""
+    if isinstance(value, str) and "UsePartitionTimeOnInvalidTimestamp" in value:
+        hint = (
+            " Kafka Streams' UsePartitionTimeOnInvalidTimestamp is not supported (it needs each"
+            " partition's stream time across micro-batches)."
+        )
+    return _choice(key, value, _TIMESTAMP_POLICIES, hint)
 
 
 def _max_offsets(key: str, value: object) -> int | None:
@@ -200,6 +219,11 @@ _KEYS: dict[str, tuple[str, _Parser, Any]] = {
     "streamtable.trigger": ("trigger", lambda k, v: _choice(k, v, _TRIGGERS), "processing_time"),
     "streamtable.shuffle.partitions": ("shuffle_partitions", lambda k, v: _int(k, v, minimum=1), 4),
     "streamtable.max.offsets.per.trigger": ("max_offsets_per_trigger", _max_offsets, None),
+    "streamtable.invalid.timestamp.policy": (
+        "invalid_timestamp_policy",
+        _timestamp_policy,
+        "skip",
+    ),
 }
 
 #: Every exact key :meth:`StreamsConfig.from_mapping` accepts (besides ``spark.*`` and
@@ -218,7 +242,20 @@ def _spark_value(key: str, value: object) -> str:
     )
 
 
+#: Kafka Streams keys streamtable does not take, and what to do instead.
+_UNSUPPORTED = {
+    "default.timestamp.extractor": (
+        "Pass timestamp_extractor= (e.g. streamtable.WallclockTimestamp() or "
+        "streamtable.FieldTimestamp('field')) to StreamsBuilder.stream(), and choose what "
+        "happens to records with invalid timestamps with 'streamtable.invalid.timestamp.policy' "
+        "('skip' | 'fail')."
+    ),
+}
+
+
 def _unknown_key(key: str) -> ConfigError:
+    if key in _UNSUPPORTED:
+        return ConfigError(f"Config {key!r} is not supported. {_UNSUPPORTED[key]}")
     close = difflib.get_close_matches(key, KNOWN_KEYS, n=1, cutoff=0.6)
     hint = f" Did you mean {close[0]!r}?" if close else ""
     return ConfigError(
@@ -277,6 +314,17 @@ class StreamsConfig:
         fixed once a checkpoint exists).
     ``streamtable.max.offsets.per.trigger`` (int >= 1 or None; default None = no limit)
         Upper bound of records read per micro-batch (Spark's ``maxOffsetsPerTrigger``).
+    ``streamtable.invalid.timestamp.policy`` (``"skip"`` default | ``"fail"``)
+        What happens to a record whose timestamp extractor returns no valid timestamp (not an
+        int >= 0): skip it and count it as dropped ``invalid_timestamp`` (Kafka Streams'
+        ``LogAndSkipOnInvalidTimestamp``), or stop the application with an error naming the
+        record (``FailOnInvalidTimestamp``, Kafka Streams' default). Without an extractor,
+        a negative Kafka timestamp fails the application under ``"fail"``; under ``"skip"``
+        windowed aggregations drop it (counted as ``negative_timestamp``). Kafka's class
+        names are accepted as spellings. An extractor's ``on_invalid=`` overrides the key for
+        its source (see :mod:`streamtable.dsl.timestamps`).
+        Kafka Streams' ``default.timestamp.extractor`` is not taken: pass
+        ``timestamp_extractor=`` to ``StreamsBuilder.stream()``.
     ``spark.*``
         Passed to the Spark session as strings (booleans as ``"true"``/``"false"``).
     ``consumer.*``, ``producer.*``, ``admin.*``
@@ -323,6 +371,7 @@ class StreamsConfig:
     trigger: Trigger = "processing_time"
     shuffle_partitions: int = 4
     max_offsets_per_trigger: int | None = None
+    invalid_timestamp_policy: InvalidTimestampPolicy = "skip"
     _spark_conf: tuple[tuple[str, str], ...] = ()
     _consumer_config: tuple[tuple[str, Any], ...] = ()
     _producer_config: tuple[tuple[str, Any], ...] = ()

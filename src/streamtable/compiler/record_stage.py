@@ -18,6 +18,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamtable.compiler.codecs import Codec
+from streamtable.dsl.timestamps import (
+    MAX_TIMESTAMP,
+    FailOnInvalidTimestamp,
+    LogAndSkipOnInvalidTimestamp,
+    RecordTimestamp,
+    TimestampExtractor,
+    describe_extractor,
+    policy_of,
+    valid_timestamp,
+)
 from streamtable.errors import DeserializationError, SerializationError, StreamsError
 from streamtable.topology.nodes import RecordOpKind
 
@@ -44,6 +54,10 @@ VALUE_CHANGING = {
     RecordOpKind.FLAT_MAP,
     RecordOpKind.FLAT_MAP_VALUES,
 }
+
+
+#: Extractors that return the record timestamp unchanged (no per-record call needed).
+_RECORD_TIMESTAMP = (RecordTimestamp, LogAndSkipOnInvalidTimestamp, FailOnInvalidTimestamp)
 
 
 def frame_columns(batch: pa.RecordBatch) -> tuple[list[Any], ...]:
@@ -75,6 +89,13 @@ class RecordStage:
         deserialized (Kafka Streams' ``LogAndFail`` / ``LogAndContinue``); ``None`` otherwise.
     timestamp_extractor : callable, optional
         ``fn(key, value, record_ts) -> ts`` applied first (source stages only).
+    invalid_timestamps : {"skip", "fail"} or None
+        Source stages: the policy for records without a valid timestamp, unless the extractor
+        has its own ``on_invalid`` (see :mod:`streamtable.dsl.timestamps`). ``"skip"`` drops
+        invalid extractor results as ``invalid_timestamp`` (negative record timestamps without
+        an extractor are left to the windowed aggregations, which drop them as
+        ``negative_timestamp``); ``"fail"`` raises a :class:`StreamsError` naming the first
+        such record. ``None``: no check.
     partitioner : callable, optional
         ``fn(key, value, num_partitions) -> int | None`` for a sink; ``num_partitions`` gives
         the sink topic's partition count.
@@ -87,6 +108,7 @@ class RecordStage:
     out_value: Codec
     source_errors: str | None = None
     timestamp_extractor: Callable[..., int] | None = None
+    invalid_timestamps: str | None = None
     partitioner: Callable[..., int | None] | None = None
     num_partitions: int = 0
     emit_dropped: bool = False
@@ -168,23 +190,38 @@ class RecordStage:
 
         if self.timestamp_extractor is not None:
             extract = self.timestamp_extractor
-            ts = self._guard(
-                None,
-                lambda: [extract(k, v, t) for k, v, t in zip(K, V, ts, strict=True)],
-                K,
-                V,
-                origin,
-                topic,
-                part,
-                off,
-            )
-            bad = [j for j, t in enumerate(ts) if not isinstance(t, int) or t < 0]
+            record_ts = ts
+            if type(extract) not in _RECORD_TIMESTAMP:  # those return ts as it is
+                ts = self._guard(
+                    None,
+                    lambda: [extract(k, v, t) for k, v, t in zip(K, V, ts, strict=True)],
+                    K,
+                    V,
+                    origin,
+                    topic,
+                    part,
+                    off,
+                )
+            checked = [
+                t if type(t) is int and 0 <= t <= MAX_TIMESTAMP else valid_timestamp(t) for t in ts
+            ]
+            bad = [j for j, t in enumerate(checked) if t is None]
+            if bad and policy_of(extract, self.invalid_timestamps) == "fail":
+                j = bad[0]
+                raise self._invalid_timestamp(
+                    ts[j], K[j], V[j], record_ts[j], origin[j], topic, part, off
+                )
+            ts = checked
             if bad:
                 badset = set(bad)
                 for j in bad:
                     dropped[origin[j]] = "invalid_timestamp"
                 keep = [j for j in range(len(K)) if j not in badset]
                 K, V, ts, origin = ([lst[j] for j in keep] for lst in (K, V, ts, origin))
+        elif self.invalid_timestamps == "fail":
+            j = next((j for j, t in enumerate(ts) if t is None or t < 0), None)
+            if j is not None:
+                raise self._invalid_timestamp(ts[j], K[j], V[j], ts[j], origin[j], topic, part, off)
 
         for op in self.ops:
             K, V, ts, origin, sub = self._apply(op, K, V, ts, origin, sub, topic, part, off)
@@ -301,6 +338,50 @@ class RecordStage:
                 )
             out.append(p)
         return out
+
+    def _invalid_timestamp(
+        self,
+        got: Any,
+        key: Any,
+        value: Any,
+        record_ts: Any,
+        i: int,
+        topic: Sequence[str],
+        part: Sequence[int],
+        off: Sequence[int],
+    ) -> StreamsError:
+        """The error of the ``"fail"`` policy for record ``i`` of the batch."""
+        extract = self.timestamp_extractor
+        where = f"topic {topic[i]!r} partition {part[i]} offset {off[i]}"
+        if extract is None:
+            what = f"The record at {where} has the invalid timestamp {got!r}"
+            why = "its Kafka record timestamp (-1 means none was set)"
+        else:
+            what = (
+                f"The timestamp extractor {describe_extractor(extract)} returned {got!r} for "
+                f"the record at {where}"
+            )
+            why = ""
+            if isinstance(extract, TimestampExtractor):
+                why = extract.explain_invalid(key, value, record_ts)
+        if getattr(extract, "on_invalid", None) == "fail":
+            fix = (
+                "of the extractor ('fail') stops the application; give it on_invalid='skip' "
+                "(or use LogAndSkipOnInvalidTimestamp for the record timestamp) to skip such "
+                "records"
+            )
+        else:
+            fix = (
+                "'streamtable.invalid.timestamp.policy'='fail' (Kafka Streams' "
+                "FailOnInvalidTimestamp) stops the application; set it to 'skip' to skip such "
+                "records"
+            )
+        counter = "negative_timestamp" if extract is None else "invalid_timestamp"
+        return StreamsError(
+            f"{what}{f' ({why})' if why else ''}: a timestamp must be an int >= 0 (ms since "
+            f"the epoch). The invalid-timestamp policy {fix} (counted as dropped "
+            f"{counter!r})."
+        )
 
     def _guard(
         self,

@@ -66,8 +66,16 @@ class StreamsBuilder:
             How to read keys and values; default: ``default.key.serde`` /
             ``default.value.serde`` of the configuration.
         timestamp_extractor : callable, optional
-            ``fn(key, value, record_timestamp_ms) -> int`` ms; default: the Kafka record's
-            timestamp. Records with a negative timestamp are skipped and counted.
+            Where each record's event time comes from (Kafka Streams' ``TimestampExtractor``):
+            :class:`~streamtable.RecordTimestamp`, :class:`~streamtable.WallclockTimestamp`,
+            :class:`~streamtable.FieldTimestamp`, or any ``fn(key, value,
+            record_timestamp_ms) -> int`` ms. Default: the Kafka record's timestamp. A record
+            whose extractor gives no ``int >= 0`` is skipped and counted as
+            ``invalid_timestamp``, or stops the application, per the extractor's
+            ``on_invalid=`` or the config's ``streamtable.invalid.timestamp.policy``
+            (see :mod:`streamtable.dsl.timestamps`). Without an extractor, records with a
+            negative Kafka timestamp are dropped by windowed aggregations (counted as
+            ``negative_timestamp``), or stop the application under policy ``"fail"``.
         auto_offset_reset : {"earliest", "latest"}, optional
             Where to start without a checkpoint; default: the configuration's
             ``auto.offset.reset`` (``earliest``).
@@ -77,7 +85,16 @@ class StreamsBuilder:
         Raises
         ------
         TopologyError
-            For an illegal topic name or an unknown ``auto_offset_reset``.
+            For an illegal topic name, an unknown ``auto_offset_reset`` or a
+            ``timestamp_extractor`` that cannot take ``(key, value, record_timestamp_ms)``.
+
+        Examples
+        --------
+        >>> from streamtable import FieldTimestamp, Serdes, StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.stream("events", key_serde=Serdes.string(), value_serde=Serdes.json(),
+        ...          timestamp_extractor=FieldTimestamp("event_time", on_invalid="fail"))
+        KStream(KSTREAM-SOURCE-0000000000)
         """
         topic_list = (topics,) if isinstance(topics, str) else tuple(topics)
         if not topic_list:

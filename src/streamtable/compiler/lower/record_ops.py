@@ -8,6 +8,7 @@ from streamtable.compiler.codecs import Codec, PickleCodec
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.compiler.metrics import count_and_drop
 from streamtable.compiler.record_stage import KEY_CHANGING, VALUE_CHANGING, RecordStage, StageOp
+from streamtable.dsl.timestamps import policy_of
 from streamtable.topology.nodes import RecordOpKind, RecordOpNode
 
 _HANDLERS = {"log_and_fail": "fail", "log_and_continue": "continue"}
@@ -39,7 +40,8 @@ def run_stage(
     source = base.pending_source
     errors = ctx.config.deserialization_handler if source is not None else None
     extractor = source.timestamp_extractor if source is not None else None
-    emit_dropped = errors == "log_and_continue" or extractor is not None
+    policy = None if source is None else policy_of(extractor, ctx.config.invalid_timestamp_policy)
+    emit_dropped = errors == "log_and_continue" or (extractor is not None and policy == "skip")
     stage = RecordStage(
         ops=ops,
         in_key=base.key_codec,
@@ -48,6 +50,7 @@ def run_stage(
         out_value=out_value,
         source_errors=None if errors is None else _HANDLERS[errors],
         timestamp_extractor=extractor,
+        invalid_timestamps=policy,
         partitioner=partitioner,  # type: ignore[arg-type]
         num_partitions=num_partitions,
         emit_dropped=emit_dropped,
