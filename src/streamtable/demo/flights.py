@@ -6,8 +6,11 @@ by up to the departure delay. Output topic ``flights-hourly``: per origin and on
 ``{origin, window_start, window_end, scheduled, departed, cancelled, delayed_15,
 avg_dep_delay_min}``, updated as flights arrive (one day of grace).
 
-A second application, the join job of :mod:`streamtable.demo.flights_enriched`, reads the same
-flights with the ``airlines``, ``planes`` and ``weather`` tables and writes
+A second application, the windows job of :mod:`streamtable.demo.flights_windows`, writes final
+hourly statistics with two hours of grace (``flights-hourly-final``), the late flights
+(``flights-late``), plane sessions (``plane-sessions``) and three-hour hopping windows
+(``flights-3h``). A third, the join job of :mod:`streamtable.demo.flights_enriched`, reads the
+same flights with the ``airlines``, ``planes`` and ``weather`` tables and writes
 ``flights-enriched`` and the ``flights-per-manufacturer`` table.
 """
 
@@ -55,7 +58,8 @@ def add_flight(origin: str, flight: dict[str, Any], hour: dict[str, int]) -> dic
     return hour
 
 
-def _iso(ms: int) -> str:
+def iso(ms: int) -> str:
+    """Epoch ms as an ISO-8601 UTC string (``2013-01-01T05:00:00Z``)."""
     return dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -63,8 +67,8 @@ def hourly_record(window: Windowed, hour: dict[str, int]) -> tuple[str, dict[str
     """The output record of one origin-hour: key = origin, value = the statistics."""
     return window.key, {
         "origin": window.key,
-        "window_start": _iso(window.start),
-        "window_end": _iso(window.end),
+        "window_start": iso(window.start),
+        "window_end": iso(window.end),
         "scheduled": hour["scheduled"],
         "departed": hour["departed"],
         "cancelled": hour["cancelled"],
@@ -128,7 +132,10 @@ def run(
     dict
         ``events``, ``output_records``, ``windows``, ``wall_s`` (end to end), ``processing_s``
         (hourly job, from start() to caught up), ``records_per_s`` (events / processing_s),
-        and of the join job (:func:`~streamtable.demo.flights_enriched.run_enrichment`):
+        of the windows job (:func:`~streamtable.demo.flights_windows.run_windows`):
+        ``final_windows``, ``late_flights``, ``plane_sessions``, ``hopping_windows``,
+        ``windows_processing_s``, ``windows_dropped_records``; and of the join job
+        (:func:`~streamtable.demo.flights_enriched.run_enrichment`):
         ``enriched_records``, ``manufacturers``, ``plane_updates``,
         ``enrichment_processing_s``, ``plane_update_s``.
     """
@@ -141,6 +148,7 @@ def run(
     )
     from streamtable.demo.flights_data import flight_records, load_flights, produce_records
     from streamtable.demo.flights_enriched import run_enrichment
+    from streamtable.demo.flights_windows import run_windows
     from streamtable.runtime.spark import get_spark
 
     t0 = time.monotonic()
@@ -161,6 +169,7 @@ def run(
         processing_s, metrics = run_until_caught_up(app)
         out = read_topic(bootstrap, OUTPUT_TOPIC)
         _print_worst_hours(out, echo)
+        windows = run_windows(bootstrap, state_dir=state_dir, echo=echo)
         enrichment = run_enrichment(bootstrap, df, state_dir=state_dir, echo=echo)
     figures = {
         "events": len(records),
@@ -169,6 +178,7 @@ def run(
         "dropped_records": metrics["dropped-records"],
         "processing_s": round(processing_s, 2),
         "records_per_s": round(len(records) / processing_s),
+        **windows,
         "enriched_records": enrichment["enriched_records"],
         "manufacturers": len(enrichment["per_manufacturer_after"]),
         "plane_updates": enrichment["plane_updates"],

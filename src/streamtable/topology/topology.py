@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import asdict
 
 from streamtable.topology.describe import TopologyDescription, describe
 from streamtable.topology.nodes import (
@@ -14,6 +15,7 @@ from streamtable.topology.nodes import (
     RepartitionNode,
     SinkNode,
     SourceNode,
+    SuppressNode,
     TableAggregateNode,
     TableSourceNode,
 )
@@ -80,9 +82,12 @@ class Topology:
                     {
                         "store": n.store_name,
                         "kind": n.aggregation.native or "python" if n.aggregation else None,
-                        "windows": None if w is None else [w.size_ms, w.advance_ms, w.grace_ms],
+                        "windows": None if w is None else {type(w).__name__: asdict(w)},
                     }
                 )
+            elif isinstance(n, SuppressNode):
+                assert n.suppress is not None
+                stateful.append({"store": n.store_name, "suppress": asdict(n.suppress)})
             elif isinstance(n, TableSourceNode | TableAggregateNode | JoinNode):
                 stateful.append({"store": list(n.stores), "kind": type(n).__name__})
             elif isinstance(n, RepartitionNode):
