@@ -50,8 +50,25 @@ TOPOLOGIES: dict[str, tuple[str, ...]] = {
     "flights-planes": ("flights", "planes", "output"),
     # windowed: tumbling windows of size_ms with grace_ms, suppress=true|false, output keys in
     # TimeWindowedSerde bytes; metrics_file receives {"dropped-records-total": N} at shutdown
-    "windowed-count": ("input", "output", "size_ms", "grace_ms", "suppress", "metrics_file"),
-    "windowed-aggregate": ("input", "output", "size_ms", "grace_ms", "suppress", "metrics_file"),
+    # store=rocksdb (default) | memory picks the window store
+    "windowed-count": (
+        "input",
+        "output",
+        "size_ms",
+        "grace_ms",
+        "suppress",
+        "store",
+        "metrics_file",
+    ),
+    "windowed-aggregate": (
+        "input",
+        "output",
+        "size_ms",
+        "grace_ms",
+        "suppress",
+        "store",
+        "metrics_file",
+    ),
     "flights-hourly": (
         "flights",
         "output",
@@ -59,6 +76,7 @@ TOPOLOGIES: dict[str, tuple[str, ...]] = {
         "grace_ms",
         "agg",
         "suppress",
+        "store",
         "metrics_file",
     ),
     "windowed-parity": (

@@ -244,18 +244,15 @@ public final class ReferenceApp {
      */
     static void windowedCount(StreamsBuilder b, Map<String, String> p) {
         KTable<Windowed<String>, Long> counts =
-                windowCount(windowed(b.stream(required(p, "input"), Consumed.with(STR, STR)).groupByKey(), p));
+                windowCount(windowed(b.stream(required(p, "input"), Consumed.with(STR, STR)).groupByKey(), p), p);
         writeWindowed(suppressed(counts, p), p, Serdes.Long());
     }
 
-    static KTable<Windowed<String>, Long> windowCount(TimeWindowedKStream<String, String> w) {
-        return w.count(
-                Materialized.<String, Long, WindowStore<Bytes, byte[]>>as("count-store")
-                        .withKeySerde(STR)
-                        .withValueSerde(Serdes.Long()));
+    static KTable<Windowed<String>, Long> windowCount(TimeWindowedKStream<String, String> w, Map<String, String> p) {
+        return w.count(windowStore("count-store", p, Serdes.Long()));
     }
 
-    static KTable<Windowed<String>, String> windowStats(TimeWindowedKStream<String, String> w) {
+    static KTable<Windowed<String>, String> windowStats(TimeWindowedKStream<String, String> w, Map<String, String> p) {
         return w.aggregate(
                 () -> "0:0:0",
                 (k, v, a) -> {
@@ -267,9 +264,7 @@ public final class ReferenceApp {
                             + ":"
                             + Math.max(Long.parseLong(parts[2]), x);
                 },
-                Materialized.<String, String, WindowStore<Bytes, byte[]>>as("aggregate-store")
-                        .withKeySerde(STR)
-                        .withValueSerde(STR));
+                windowStore("aggregate-store", p, STR));
     }
 
     /**
@@ -280,8 +275,8 @@ public final class ReferenceApp {
     static void windowedParity(StreamsBuilder b, Map<String, String> p) {
         TimeWindowedKStream<String, String> w =
                 windowed(b.stream(required(p, "input"), Consumed.with(STR, STR)).groupByKey(), p);
-        KTable<Windowed<String>, Long> counts = windowCount(w);
-        KTable<Windowed<String>, String> stats = windowStats(w);
+        KTable<Windowed<String>, Long> counts = windowCount(w, p);
+        KTable<Windowed<String>, String> stats = windowStats(w, p);
         Map<String, String> q = new HashMap<>(p);
         q.put("output", required(p, "count_output"));
         writeWindowed(counts, q, Serdes.Long());
@@ -304,7 +299,7 @@ public final class ReferenceApp {
      */
     static void windowedAggregate(StreamsBuilder b, Map<String, String> p) {
         KTable<Windowed<String>, String> agg =
-                windowStats(windowed(b.stream(required(p, "input"), Consumed.with(STR, STR)).groupByKey(), p));
+                windowStats(windowed(b.stream(required(p, "input"), Consumed.with(STR, STR)).groupByKey(), p), p);
         writeWindowed(suppressed(agg, p), p, STR);
     }
 
@@ -327,10 +322,7 @@ public final class ReferenceApp {
         if (agg.equals("count")) {
             writeWindowed(
                     suppressed(
-                            hourly.count(
-                                    Materialized.<String, Long, WindowStore<Bytes, byte[]>>as("flights-hourly-store")
-                                            .withKeySerde(STR)
-                                            .withValueSerde(Serdes.Long())),
+                            hourly.count(windowStore("flights-hourly-store", q, Serdes.Long())),
                             q),
                     q,
                     Serdes.Long());
@@ -340,9 +332,7 @@ public final class ReferenceApp {
                             hourly.aggregate(
                                     () -> "0,0,0,0,0,0",
                                     (k, v, a) -> addFlight(v, a),
-                                    Materialized.<String, String, WindowStore<Bytes, byte[]>>as("flights-hourly-store")
-                                            .withKeySerde(STR)
-                                            .withValueSerde(STR)),
+                                    windowStore("flights-hourly-store", q, STR)),
                             q),
                     q,
                     STR);
@@ -384,6 +374,28 @@ public final class ReferenceApp {
                 TimeWindows.ofSizeAndGrace(
                         Duration.ofMillis(Long.parseLong(required(p, "size_ms"))),
                         Duration.ofMillis(Long.parseLong(required(p, "grace_ms")))));
+    }
+
+    /**
+     * The window store: store=rocksdb (default: Kafka Streams' persistent segmented store) or
+     * store=memory (an in-memory window store, retention size + grace, no duplicates).
+     */
+    static <V> Materialized<String, V, WindowStore<Bytes, byte[]>> windowStore(
+            String name, Map<String, String> p, Serde<V> values) {
+        String store = p.getOrDefault("store", "rocksdb");
+        Materialized<String, V, WindowStore<Bytes, byte[]>> m;
+        if (store.equals("rocksdb")) {
+            m = Materialized.as(name);
+        } else if (store.equals("memory")) {
+            long size = Long.parseLong(required(p, "size_ms"));
+            long grace = Long.parseLong(required(p, "grace_ms"));
+            m = Materialized.as(
+                    Stores.inMemoryWindowStore(
+                            name, Duration.ofMillis(size + grace), Duration.ofMillis(size), false));
+        } else {
+            throw new IllegalArgumentException("unsupported store=" + store);
+        }
+        return m.withKeySerde(STR).withValueSerde(values);
     }
 
     static <V> KTable<Windowed<String>, V> suppressed(KTable<Windowed<String>, V> table, Map<String, String> p) {
