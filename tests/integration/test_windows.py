@@ -15,7 +15,15 @@ from datetime import timedelta
 from confluent_kafka import Consumer, TopicPartition
 
 from _support import ensure_topics, produce_records, read_topic
-from streamtable import KafkaStreams, Serdes, StreamsBuilder, Suppressed, TimeWindows
+from streamtable import (
+    KafkaStreams,
+    Serdes,
+    SessionWindows,
+    SlidingWindows,
+    StreamsBuilder,
+    Suppressed,
+    TimeWindows,
+)
 from streamtable.serde.murmur2 import default_partition
 
 SIZE, GRACE = 10_000, 5_000
@@ -156,3 +164,91 @@ def test_suppressed_counts_and_late_records_do_not_depend_on_batch_boundaries(
         assert dropped.get("late") == len(want_late)
 
     assert results[0] == results[1]
+
+
+def test_sessions_sliding_windows_and_time_limited_suppression(
+    kafka_broker, spark, topic_name, app_config
+):
+    """One record per micro-batch, so every update is visible (no coalescing)."""
+    bs = kafka_broker.bootstrap_servers
+    names = ("s-in", "w-in", "t-in", "sess", "slide", "limit")
+    s_in, w_in, t_in, sessions, sliding, limited = (topic_name(n) for n in names)
+    ensure_topics(bs, dict.fromkeys((s_in, w_in, t_in, sessions, sliding, limited), 1))
+    b = StreamsBuilder()
+
+    def src(topic):
+        return b.stream(topic, key_serde=Serdes.string(), value_serde=Serdes.string())
+
+    # sessions with a 5 s gap: a@0 and a@10000 are two sessions until a@5000 bridges them
+    (
+        src(s_in)
+        .group_by_key()
+        .windowed_by(SessionWindows.of_inactivity_gap_and_grace(5_000, 10_000))
+        .count(name="sessions")
+        .to_stream()
+        .to(sessions, key_serde=Serdes.session_windowed(Serdes.string()), value_serde=Serdes.long())
+    )
+    # Kafka Streams' SlidingWindows javadoc: d = 5 s, records at 8000, 9200, 12400
+    (
+        src(w_in)
+        .group_by_key()
+        .windowed_by(SlidingWindows.of_time_difference_and_grace(5_000, 60_000))
+        .count(name="sliding")
+        .to_stream()
+        .to(
+            sliding,
+            key_serde=Serdes.time_windowed(Serdes.string(), 5_000),
+            value_serde=Serdes.long(),
+        )
+    )
+    # counts per key, held until stream time passes the first held update + 10 s
+    (
+        src(t_in)
+        .group_by_key()
+        .count(name="limited")
+        .suppress(Suppressed.until_time_limit(timedelta(seconds=10)))
+        .to_stream()
+        .to(limited, value_serde=Serdes.long())
+    )
+    records = [
+        ("a", "s", 0),
+        ("a", "s", 10_000),
+        ("a", "s", 5_000),
+        ("x", "w", 8_000),
+        ("x", "w", 9_200),
+        ("x", "w", 12_400),
+        ("a", "t", 0),
+        ("a", "t", 1_000),
+        ("b", "t", 2_000),
+        ("c", "t", 20_000),
+    ]
+    base = 1_000_000  # a producer turns timestamp 0 into "now"
+    for topic, kind in ((s_in, "s"), (w_in, "w"), (t_in, "t")):
+        mine = [(k.encode(), v.encode(), base + ts) for k, v, ts in records if v == kind]
+        produce_records(bs, topic, mine)
+    app = KafkaStreams(b.build(), app_config(**{"streamtable.max.offsets.per.trigger": 1}))
+    app.start()
+    try:
+        app.await_caught_up(timeout=timedelta(minutes=3))
+    finally:
+        app.close()
+
+    def session(k, v):
+        end, start = struct.unpack(">qq", k[-16:])
+        n = None if v is None else struct.unpack(">q", v)[0]
+        return (k[:-16].decode(), start - base, end - base, n)
+
+    # merging emits a tombstone for each merged-away session, then the merged session
+    assert [session(k, v) for k, v, _ in read_topic(bs, sessions)] == [
+        ("a", 0, 0, 1),
+        ("a", 10_000, 10_000, 1),
+        ("a", 0, 0, None),
+        ("a", 10_000, 10_000, None),
+        ("a", 0, 10_000, 3),
+    ]
+    final = {}
+    for k, v, _ in read_topic(bs, sliding):
+        final[struct.unpack(">q", k[-8:])[0] - base] = struct.unpack(">q", v)[0]
+    assert final == {3_000: 1, 4_200: 2, 7_400: 3, 8_001: 2, 9_201: 1}
+    limited_out = [(k.decode(), struct.unpack(">q", v)[0]) for k, v, _ in read_topic(bs, limited)]
+    assert sorted(limited_out) == [("a", 2), ("b", 1)]

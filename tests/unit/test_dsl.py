@@ -4,7 +4,16 @@ from datetime import timedelta
 
 import pytest
 
-from streamtable import Serdes, StreamsBuilder, TimeWindows
+from streamtable import (
+    BufferConfig,
+    JoinWindows,
+    Serdes,
+    SessionWindows,
+    SlidingWindows,
+    StreamsBuilder,
+    Suppressed,
+    TimeWindows,
+)
 from streamtable.errors import TopologyError
 from streamtable.topology.nodes import AggregateNode, RecordOpKind, RecordOpNode, RepartitionNode
 
@@ -187,6 +196,33 @@ def test_build_without_output_is_refused():
             "advance must be positive and at most the window size",
         ),
         (lambda: TimeWindows.of_size_with_no_grace("1h"), "must be a datetime.timedelta"),
+        (
+            lambda: SlidingWindows.of_time_difference_with_no_grace(timedelta(0)),
+            "SlidingWindows time difference must be positive; got 0 ms",
+        ),
+        (
+            lambda: SlidingWindows.of_time_difference_and_grace(1000, -1),
+            "SlidingWindows grace must not be negative; got -1 ms",
+        ),
+        (
+            lambda: SessionWindows.of_inactivity_gap_with_no_grace(-5),
+            "SessionWindows inactivity gap must be positive; got -5 ms",
+        ),
+        (
+            lambda: SessionWindows.of_inactivity_gap_and_grace(timedelta(hours=1), -1),
+            "SessionWindows grace must not be negative",
+        ),
+        (
+            lambda: Suppressed.until_time_limit(timedelta(seconds=-1)),
+            "time_to_wait must not be negative",
+        ),
+        (
+            lambda: Suppressed.until_window_closes(
+                BufferConfig.max_records(5).emit_early_when_full()
+            ),
+            "until_window_closes needs a strict buffer",
+        ),
+        (lambda: BufferConfig.max_bytes(0), "BufferConfig.max_bytes must be a positive int"),
     ],
 )
 def test_bad_windows(make, message):
@@ -218,3 +254,40 @@ def test_dsl_and_topology_do_not_import_pyspark():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def _counts(windows=None):
+    b = StreamsBuilder()
+    grouped = b.stream("in", key_serde=Serdes.string(), value_serde=Serdes.string()).group_by_key()
+    return grouped if windows is None else grouped.windowed_by(windows)
+
+
+def test_suppress_until_window_closes_needs_a_windowed_aggregation():
+    with pytest.raises(TopologyError, match="until_window_closes needs a windowed table"):
+        _counts().count(name="c").suppress(Suppressed.until_window_closes())
+    table = _counts(TimeWindows.of_size_with_no_grace(1000)).count(name="c")
+    with pytest.raises(TopologyError, match="must follow the windowed aggregation directly"):
+        table.filter(lambda k, v: v > 1).suppress(Suppressed.until_window_closes())
+    with pytest.raises(TopologyError, match="expects a Suppressed"):
+        table.suppress("final")
+    # a time limit works on any table
+    _counts().count(name="d").suppress(Suppressed.until_time_limit(timedelta(seconds=1)))
+
+
+def test_windowed_aggregation_arguments_are_checked_at_definition():
+    with pytest.raises(TopologyError, match="needs merger=fn"):
+        _counts(SessionWindows.of_inactivity_gap_with_no_grace(1000)).aggregate(
+            lambda: 0, lambda k, v, a: a + 1
+        )
+    with pytest.raises(TopologyError, match="retention must be at least .* 1500 ms; got 1000 ms"):
+        _counts(TimeWindows.of_size_and_grace(1000, 500)).count(retention=1000)
+    with pytest.raises(TopologyError, match="retention must be at least .* 2500 ms"):
+        _counts(SlidingWindows.of_time_difference_and_grace(1000, 500)).count(retention=2000)
+    with pytest.raises(TopologyError, match="retention applies to windowed aggregations only"):
+        _counts().count(retention=timedelta(hours=1))
+    with pytest.raises(
+        TopologyError, match="expects TimeWindows, SlidingWindows or SessionWindows"
+    ):
+        _counts().windowed_by(JoinWindows.of_time_difference_with_no_grace(10))
+    with pytest.raises(TopologyError, match="late_records_topic"):
+        _counts().windowed_by(TimeWindows.of_size_with_no_grace(10), late_records_topic="bad topic")

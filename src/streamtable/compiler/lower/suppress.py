@@ -4,8 +4,10 @@ the windowed aggregation, see :mod:`.windowed`).
 
 from __future__ import annotations
 
+from streamtable.compiler.codecs import PickleCodec
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.compiler.lower.paged import frame_columns_only, run_paged
+from streamtable.compiler.lower.record_ops import convert
 from streamtable.compiler.paged.suppress_kernels import TimeLimitSuppressKernel
 from streamtable.topology.nodes import SuppressNode
 
@@ -17,6 +19,8 @@ def lower_suppress(ctx: CompileContext, node: SuppressNode, parent: Frame) -> Fr
     time has passed the first held update's timestamp + the time limit.
     """
     assert node.suppress is not None
+    if parent.value_codec.native_long:  # Spark's count: a bigint column, the buffer holds bytes
+        parent = convert(ctx, parent, None, PickleCodec())
     kernel = TimeLimitSuppressKernel(node.name, node.suppress)
     out = run_paged(ctx, [parent], kernel, single_stream_time=True)
     return parent.with_(df=frame_columns_only(out), stateful=True, pending_source=None)
