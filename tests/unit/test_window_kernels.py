@@ -589,3 +589,32 @@ def test_session_emit_final_hidden_session_overwritten():
     for cuts in ("each", ""):
         run = drive(k, recs(30, 33, 30), cuts)
         assert run.outputs() == [((b"A", 30, 30), 1, 30), ((b"A", 30, 30), 1, 30)]
+
+
+def test_a_full_final_results_buffer_stops_the_application():
+    """Suppressed.until_window_closes(BufferConfig.max_records(n)) shuts down when full."""
+    import pickle as _pickle
+
+    from streamtable.compiler.codecs import PickleCodec, SerdeCodec
+    from streamtable.compiler.paged.records import Rec as _Rec
+    from streamtable.compiler.paged.window_kernels import TimeWindowKernel, WindowAggregateSpec
+    from streamtable.errors import StreamsError
+    from streamtable.serde import Serdes
+    from streamtable.topology.nodes import Aggregation, TimeWindowSpec
+
+    spec = WindowAggregateSpec(
+        "agg",
+        Aggregation(lambda: 0, lambda k, v, a: a + 1),
+        SerdeCodec(Serdes.bytes()),
+        PickleCodec(),
+        TimeWindowSpec(10, 10, 0),
+        retention_ms=10,
+        emit_final=True,
+        buffer_max_records=128,  # one pending window per state page
+    )
+    k = TimeWindowKernel(spec)
+    meta = {}
+    recs = [_Rec(t, "t", 0, t, 0, 0, b"k", _pickle.dumps(1), None, t) for t in (1, 11)]
+    entry, _ = k.process(b"k", recs, None, meta)
+    with pytest.raises(StreamsError, match="suppression buffer of 'agg' is full: 2 windows"):
+        k.after_batch({b"k": entry}, meta, 5)  # nothing closed yet: two windows wait

@@ -48,6 +48,7 @@ from streamtable.topology.nodes import (
     SinkNode,
     SourceNode,
     SuppressNode,
+    SuppressSpec,
     TableAggregateNode,
     TableOpNode,
     TableSourceNode,
@@ -128,7 +129,7 @@ class Lowerer:
             return lower_join(self, node)
         raise TopologyError(f"Cannot compile node {name!r} of type {type(node).__name__}.")
 
-    def _aggregate(self, node: AggregateNode, *, emit_final: bool = False) -> Frame:
+    def _aggregate(self, node: AggregateNode, *, emit_final: SuppressSpec | None = None) -> Frame:
         gk = group_key_codec(self.ctx, node)
         native = node.aggregation is not None and node.aggregation.native == "count"
         values: Codec | None = None
@@ -151,7 +152,7 @@ class Lowerer:
         if spec.until_window_closes:
             # validated at build time: the parent is a windowed aggregation
             assert isinstance(parent, AggregateNode)
-            return self._aggregate(parent, emit_final=True)
+            return self._aggregate(parent, emit_final=spec)
         return lower_suppress(self.ctx, node, self.lower(parent.name))
 
     def sink(self, node: SinkNode) -> QueryPlan:

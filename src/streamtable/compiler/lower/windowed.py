@@ -34,6 +34,7 @@ from streamtable.topology.nodes import (
     AggregateNode,
     SessionWindowSpec,
     SlidingWindowSpec,
+    SuppressSpec,
     TimeWindowSpec,
     WindowSpec,
     default_retention_ms,
@@ -82,13 +83,18 @@ def window_kernel(spec: WindowAggregateSpec) -> WindowKernel:
 
 
 def lower_windowed_aggregate(
-    ctx: CompileContext, node: AggregateNode, parent: Frame, *, emit_final: bool = False
+    ctx: CompileContext,
+    node: AggregateNode,
+    parent: Frame,
+    *,
+    emit_final: SuppressSpec | None = None,
 ) -> Frame:
     """Aggregate ``parent`` (keyed by the group key codec) per key and window.
 
-    Output: one row per updated window per micro-batch (or, with ``emit_final``, one row per
-    window once it has closed) keyed by the windowed key, the aggregate as value; session
-    merges also emit tombstones for the merged-away sessions.
+    Output: one row per updated window per micro-batch (or, with ``emit_final``, the
+    ``suppress(until_window_closes)`` spec, one row per window once it has closed), keyed by
+    the windowed key, the aggregate as value; session merges also emit tombstones for the
+    merged-away sessions.
 
     Raises
     ------
@@ -126,8 +132,10 @@ def lower_windowed_aggregate(
         value_codec=parent.value_codec,
         windows=windows,
         retention_ms=node.retention_ms or default_retention_ms(windows),
-        emit_final=emit_final,
+        emit_final=emit_final is not None,
         keep_late=node.late_records_topic is not None,
+        buffer_max_records=None if emit_final is None else emit_final.max_records,
+        buffer_max_bytes=None if emit_final is None else emit_final.max_bytes,
     )
     writer = None
     if node.late_records_topic is not None:

@@ -27,12 +27,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streamtable.compiler.codecs import Codec
+from streamtable.compiler.pack_stage import STATE_PAGES
 from streamtable.compiler.paged.processor import LATE
 from streamtable.compiler.paged.records import Out, Rec
 from streamtable.compiler.paged.user_code import call_user
+from streamtable.errors import StreamsError
 from streamtable.topology.nodes import Aggregation, TimeWindowSpec, WindowSpec
 
 _LONG = struct.Struct(">q")
+
+
+def _per_page(bound: int | None) -> int | None:
+    return None if bound is None else -(-bound // STATE_PAGES)
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,10 @@ class WindowAggregateSpec:
         ``suppress(until_window_closes)``: no updates, one record per window when it closes.
     keep_late : bool
         Report each late record (for a late-records topic) besides counting it.
+    buffer_max_records, buffer_max_bytes : int or None
+        ``emit_final`` with a bounded ``BufferConfig``: the most windows (or bytes of keys and
+        aggregates) waiting for their final result; more stops the application
+        (``shutDownWhenFull``). Enforced per state page, at ``ceil(bound / pages)``.
     """
 
     node_name: str
@@ -66,6 +76,8 @@ class WindowAggregateSpec:
     retention_ms: int
     emit_final: bool = False
     keep_late: bool = False
+    buffer_max_records: int | None = None
+    buffer_max_bytes: int | None = None
 
 
 @dataclass
@@ -165,6 +177,8 @@ class WindowKernel:
             meta["low"] = low
         nxt = meta.get("next_close")
         if low is None or nxt is None or low < nxt:
+            if self.spec.emit_final:
+                self.check_buffer(entries)
             return []
         emit_final = self.spec.emit_final
         finals: list[tuple[int, bytes, Out]] = []
@@ -190,7 +204,40 @@ class WindowKernel:
                 del entries[gk]
         meta["next_close"] = new_next
         finals.sort(key=lambda f: (f[0], f[1]))
+        if emit_final:
+            self.check_buffer(entries)
         return [f[2] for f in finals]
+
+    def check_buffer(self, entries: dict[bytes, Any]) -> None:
+        """Stop the application when more results wait for their window to close than the
+        suppression's ``BufferConfig`` allows (Kafka Streams' ``shutDownWhenFull``).
+
+        Raises
+        ------
+        StreamsError
+            Naming the operator, the page's content and the bounds.
+        """
+        spec = self.spec
+        if spec.buffer_max_records is None and spec.buffer_max_bytes is None:
+            return
+        max_records = _per_page(spec.buffer_max_records)
+        max_bytes = _per_page(spec.buffer_max_bytes)
+        pending = [(gk, w) for gk, windows in entries.items() for w in windows.values() if not w[2]]
+        n_bytes = (
+            sum(len(gk) + 16 + len(pickle.dumps(w[0], protocol=5)) for gk, w in pending)
+            if max_bytes is not None
+            else 0
+        )
+        if (max_records is not None and len(pending) > max_records) or (
+            max_bytes is not None and n_bytes > max_bytes
+        ):
+            raise StreamsError(
+                f"The suppression buffer of {spec.node_name!r} is full: {len(pending)} windows "
+                f"wait for their final result on one of its {STATE_PAGES} state pages (bounds "
+                f"per page: {max_records} records, {max_bytes} bytes), and "
+                "Suppressed.until_window_closes shuts down when full (Kafka Streams' "
+                "shutDownWhenFull). Raise the BufferConfig bound or use BufferConfig.unbounded()."
+            )
 
     def process(
         self, gk: bytes, records: list[Rec], entry: Any, meta: dict[str, Any]
