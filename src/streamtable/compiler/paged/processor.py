@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import pickle
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pyspark.sql import Row
@@ -99,25 +99,32 @@ class PagedProcessor(StatefulProcessor):
     ) -> Iterator[Row]:
         groups: dict[bytes | None, list[Any]] = {}
         for row in rows:
-            for gk, recs in pickle.loads(row.value).items():
-                groups.setdefault(gk, []).extend(recs)
+            _unpack(row, groups)
         page = self._load()
+        self.kernel.drops = {}
+        out = self._process_keys(page, groups, lambda recs: sorted(recs, key=time_order))
+        out.extend(self._after(page, timerValues.getCurrentWatermarkInMs()))
+        self._save(page)
+        out.extend(_drop_rows(self.kernel))
+        return iter(out)
+
+    def _process_keys(
+        self,
+        page: dict[str, Any],
+        groups: dict[bytes | None, list[Any]],
+        order: Callable[[list[Any]], list[Any]],
+    ) -> list[Row]:
+        """Run the kernel over each key's records (in ``order``), keeping the returned state."""
         entries, meta = page["entries"], page["meta"]
-        kernel = self.kernel
-        kernel.drops = {}
         out: list[Row] = []
         for gk in sorted(groups, key=lambda g: (g is not None, g or b"")):
-            records = sorted(groups[gk], key=time_order)
-            entry, outs = kernel.process(gk, records, entries.get(gk), meta)
+            entry, outs = self.kernel.process(gk, order(groups[gk]), entries.get(gk), meta)
             if entry is None or gk is None:
                 entries.pop(gk, None)
             else:
                 entries[gk] = entry
             out.extend(_row(o) for o in outs)
-        out.extend(self._after(page, timerValues.getCurrentWatermarkInMs()))
-        self._save(page)
-        out.extend(_drop_rows(kernel))
-        return iter(out)
+        return out
 
     def close(self) -> None:  # noqa: D102
         pass
@@ -145,32 +152,30 @@ class PartitionTimeProcessor(PagedProcessor):
         for row in rows:
             if row.chunks is not None:
                 chunks.extend(pickle.loads(row.chunks))
-                continue
-            for gk, recs in pickle.loads(row.value).items():
-                groups.setdefault(gk, []).extend(recs)
+            else:
+                _unpack(row, groups)
         page = self._load()
-        entries, meta = page["entries"], page["meta"]
-        times = meta.setdefault("partition_times", {})
+        times = page["meta"].setdefault("partition_times", {})
         groups = resolve_stream_times(groups, chunks, times)
         kernel = self.kernel
         kernel.drops = {}
         kernel.late = []
-        out: list[Row] = []
-        for gk in sorted(groups, key=lambda g: (g is not None, g or b"")):
-            entry, outs = kernel.process(gk, arrival_order(groups[gk]), entries.get(gk), meta)
-            if entry is None or gk is None:
-                entries.pop(gk, None)
-            else:
-                entries[gk] = entry
-            out.extend(_row(o) for o in outs)
+        out = self._process_keys(page, groups, arrival_order)
         advance_partition_times(times, chunks)
-        out.extend(_row(o) for o in kernel.after_batch(entries, meta, low_watermark(times)))
+        low = low_watermark(times)
+        out.extend(_row(o) for o in kernel.after_batch(page["entries"], page["meta"], low))
         self._save(page)
         out.extend(_drop_rows(kernel))
         return iter(out)
 
     def _save(self, page: dict[str, Any]) -> None:
         self.state.update((pickle.dumps(page, protocol=5),))  # partition times always
+
+
+def _unpack(row: Row, groups: dict[bytes | None, list[Any]]) -> None:
+    """Add a packed row's ``{group key: [Rec]}`` to ``groups``."""
+    for gk, recs in pickle.loads(row.value).items():
+        groups.setdefault(gk, []).extend(recs)
 
 
 def _drop_rows(kernel: Any) -> list[Row]:
