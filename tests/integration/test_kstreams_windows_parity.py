@@ -259,12 +259,6 @@ def test_suppressed_final_results(runs, partitions, agg):
     assert dict(want) == {(k, v): 1 for k, v in closed.items()}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="streamtable counts a late record once per query reading the aggregation (here 4: "
-    "two sinks per aggregation, updates and suppressed), Kafka Streams once per aggregation "
-    "processor (2); observed: 276 vs 138 for 69 late records",
-)
 @pytest.mark.parametrize("partitions", PARTITION_CASES)
 def test_dropped_late_records(runs, partitions):
     r = runs[partitions]

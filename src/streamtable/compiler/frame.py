@@ -58,6 +58,9 @@ class CompileContext:
     #: set while lowering one query: which kinds of Spark state it uses
     uses_tws: bool = False
     uses_native_state: bool = False
+    #: operators whose drops are already counted (and late records written) by one query;
+    #: another query lowering the same operator (a table read by two sinks) only filters
+    reporting_done: set[str] = field(default_factory=set)
     _counter: int = 0
 
     def unique(self, prefix: str) -> str:

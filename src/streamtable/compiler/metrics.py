@@ -20,6 +20,8 @@ def count_and_drop(
     df: DataFrame,
     conditions: dict[str, Column],
     weights: dict[str, Column] | None = None,
+    *,
+    observe: bool = True,
 ) -> DataFrame:
     """Count the rows matching each condition as dropped for that reason, then remove them.
 
@@ -27,7 +29,12 @@ def count_and_drop(
     ``streamtable_dropped_<n>`` with one column per reason; :meth:`KafkaStreams.metrics` sums
     them by reason (Kafka Streams' ``dropped-records`` metric, split by cause). A row counts
     as ``weights[reason]`` records when given (a row standing for several dropped records).
+    With ``observe=False`` the rows are only removed (an operator that another query of the
+    topology already counts).
     """
+    any_match = reduce(lambda a, b: a | b, conditions.values())
+    if not observe:
+        return df.filter(~F.coalesce(any_match, F.lit(False)))
     weights = weights or {}
     name = ctx.unique(METRIC_PREFIX)
     ctx.metric_names.append(name)
@@ -36,5 +43,4 @@ def count_and_drop(
         for reason, c in conditions.items()
     ]
     observed = df.observe(name, *aggs)
-    any_match = reduce(lambda a, b: a | b, conditions.values())
     return observed.filter(~F.coalesce(any_match, F.lit(False)))

@@ -30,6 +30,7 @@ def run_paged(
     watermark_delay_ms: int | None = None,
     late_records: LateRecordsWriter | None = None,
     single_stream_time: bool = False,
+    count_drops: bool = True,
 ) -> DataFrame:
     """Pack each input (side = its index), union, and run ``kernel`` per state page.
 
@@ -39,7 +40,8 @@ def run_paged(
     time (Spark's watermark over the latest record timestamps). A kernel with
     ``partition_time`` runs on partition time instead (:mod:`..paged.partition_time`): its
     single input must come straight from the Kafka sources, unshuffled, unless
-    ``single_stream_time`` gives the operator one stream time over all its input.
+    ``single_stream_time`` gives the operator one stream time over all its input. With
+    ``count_drops=False`` dropped rows are removed without being counted.
     """
     ctx.uses_tws = True
     time_mode = "None"
@@ -73,6 +75,7 @@ def run_paged(
             out,
             {r: is_drop & (F.col("reason") == r) for r in drop_reasons},
             weights={r: F.col("dropped") for r in drop_reasons},
+            observe=count_drops,
         )
     return out.filter(~is_drop).select(*_FRAME, "old")
 

@@ -124,7 +124,11 @@ def lower_windowed_aggregate(
         # only KStreamSlidingWindowAggregate skips null values; time and session window
         # aggregations pass them to the aggregator (a windowed count counts them)
         checks["null_value"] = F.col("value").isNull()
-    df = count_and_drop(ctx, parent.df, checks)
+    # a windowed table read by several sinks is computed once per sink's query: only the
+    # first counts its drops and writes its late records (Kafka Streams has one processor)
+    report = node.name not in ctx.reporting_done
+    ctx.reporting_done.add(node.name)
+    df = count_and_drop(ctx, parent.df, checks, observe=report)
     spec = WindowAggregateSpec(
         node_name=node.name,
         aggregation=agg,
@@ -133,12 +137,12 @@ def lower_windowed_aggregate(
         windows=windows,
         retention_ms=node.retention_ms or default_retention_ms(windows),
         emit_final=emit_final is not None,
-        keep_late=node.late_records_topic is not None,
+        keep_late=report and node.late_records_topic is not None,
         buffer_max_records=None if emit_final is None else emit_final.max_records,
         buffer_max_bytes=None if emit_final is None else emit_final.max_bytes,
     )
     writer = None
-    if node.late_records_topic is not None:
+    if spec.keep_late:
         if parent.key_codec.serde() is None:
             raise TopologyError(
                 f"Windowed aggregation {node.name!r} writes late records to topic "
@@ -160,6 +164,7 @@ def lower_windowed_aggregate(
         window_kernel(spec),
         drop_reasons=(LATE,),
         late_records=writer,
+        count_drops=report,
     )
     return Frame(
         frame_columns_only(out),
