@@ -252,3 +252,40 @@ def test_sessions_sliding_windows_and_time_limited_suppression(
     assert final == {3_000: 1, 4_200: 2, 7_400: 3, 8_001: 2, 9_201: 1}
     limited_out = [(k.decode(), struct.unpack(">q", v)[0]) for k, v, _ in read_topic(bs, limited)]
     assert sorted(limited_out) == [("a", 2), ("b", 1)]
+
+
+def test_windowed_aggregation_refusals_name_what_to_change(
+    kafka_broker, spark, topic_name, app_config
+):
+    import pytest
+
+    from streamtable.errors import MissingSourceTopicError, TopologyError
+
+    bs = kafka_broker.bootstrap_servers
+    inp, out, late = topic_name("in"), topic_name("out"), topic_name("late-missing")
+    ensure_topics(bs, {inp: 1, out: 1})
+
+    def build(explicit_partitions=None, late_topic=None):
+        b = StreamsBuilder()
+        s = b.stream(inp, key_serde=Serdes.string(), value_serde=Serdes.string())
+        if explicit_partitions:
+            s = s.repartition(num_partitions=explicit_partitions)
+        (
+            s.group_by_key()
+            .windowed_by(TimeWindows.of_size_with_no_grace(1000), late_records_topic=late_topic)
+            .count(name="c")
+            .to_stream()
+            .to(
+                out,
+                key_serde=Serdes.time_windowed(Serdes.string(), 1000),
+                value_serde=Serdes.long(),
+            )
+        )
+        return b.build()
+
+    app = KafkaStreams(build(late_topic=late), app_config())
+    with pytest.raises(MissingSourceTopicError, match=rf"\['{late}'\] do not exist"):
+        app.start()
+    app = KafkaStreams(build(explicit_partitions=4), app_config())
+    with pytest.raises(TopologyError, match="follows repartition\\(num_partitions=...\\)"):
+        app.start()
