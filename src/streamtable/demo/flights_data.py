@@ -221,9 +221,10 @@ def produce_records(
 ) -> int:
     """Produce ``(key, value, timestamp_ms)`` records to ``topic`` and wait for all acks.
 
-    Uses confluent-kafka with ``partitioner="murmur2_random"``, librdkafka's Java-compatible
-    partitioner (its default, ``consistent_random``, is CRC32-based and places keys differently
-    from the Java client), large batches, lz4 compression and ``acks=all``. The topic must
+    Uses confluent-kafka with idempotence (a retried batch never lands after a later one, so
+    each partition holds the records in the order given), ``partitioner="murmur2_random"``,
+    librdkafka's Java-compatible partitioner (its default, ``consistent_random``, is
+    CRC32-based and places keys differently from the Java client), large batches, lz4 compression and ``acks=all``. The topic must
     exist.
 
     Parameters
@@ -275,6 +276,9 @@ def produce_records(
             "bootstrap.servers": bootstrap_servers,
             "partitioner": "murmur2_random",
             "acks": "all",
+            # retried batches must not overtake later ones: offset order is the data's order
+            # (stream time, and so which records are late, follows it)
+            "enable.idempotence": True,
             "linger.ms": 20,
             "batch.size": 1_000_000,
             "batch.num.messages": 100_000,
