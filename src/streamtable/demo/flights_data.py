@@ -224,8 +224,8 @@ def produce_records(
     Uses confluent-kafka with idempotence (a retried batch never lands after a later one, so
     each partition holds the records in the order given), ``partitioner="murmur2_random"``,
     librdkafka's Java-compatible partitioner (its default, ``consistent_random``, is
-    CRC32-based and places keys differently from the Java client), large batches, lz4 compression and ``acks=all``. The topic must
-    exist.
+    CRC32-based and places keys differently from the Java client), large batches, lz4
+    compression and ``acks=all``. The topic must exist.
 
     Parameters
     ----------
