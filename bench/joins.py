@@ -22,7 +22,6 @@ import argparse
 import collections
 import json
 import logging
-import os
 import shutil
 import sys
 import tempfile
@@ -245,13 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown joins {sorted(unknown)}")
 
-    logging.basicConfig(
-        stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(message)s"
-    )
     # Everything but the final JSON goes to stderr, including output of child processes (JVMs).
-    real_stdout = os.dup(1)
-    sys.stdout.flush()
-    os.dup2(2, 1)
+    real_stdout = bench_run.json_only_stdout()
 
     from streamtable.broker import EmbeddedKafka
     from streamtable.demo._harness import ensure_topics
@@ -344,10 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     result["total_wall_s"] = round(time.monotonic() - t_all, 1)
 
-    os.dup2(real_stdout, 1)
-    os.close(real_stdout)
-    print(json.dumps(result, indent=2))
-    sys.stdout.flush()
+    bench_run.print_result(result, real_stdout)
     return 0
 
 

@@ -621,6 +621,28 @@ def machine_info(spark: Any | None) -> dict[str, Any]:
     return info
 
 
+def json_only_stdout() -> int:
+    """Log to stderr and send everything else written to fd 1 (child JVMs included) there too,
+    so that stdout carries only the final JSON; returns the saved stdout for
+    :func:`print_result`.
+    """
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(message)s"
+    )
+    real_stdout = os.dup(1)
+    sys.stdout.flush()
+    os.dup2(2, 1)
+    return real_stdout
+
+
+def print_result(result: dict[str, Any], real_stdout: int) -> None:
+    """Restore stdout and print ``result`` as the benchmark's one JSON object."""
+    os.dup2(real_stdout, 1)
+    os.close(real_stdout)
+    print(json.dumps(result, indent=2))
+    sys.stdout.flush()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -644,13 +666,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     text_mb = args.text_mb if args.text_mb is not None else (5.0 if args.quick else 100.0)
 
-    logging.basicConfig(
-        stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(message)s"
-    )
     # Everything but the final JSON goes to stderr, including output of child processes (JVMs).
-    real_stdout = os.dup(1)
-    sys.stdout.flush()
-    os.dup2(2, 1)
+    real_stdout = json_only_stdout()
 
     result: dict[str, Any] = {
         "args": {
@@ -726,10 +743,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     result["total_wall_s"] = round(time.monotonic() - t_all, 1)
 
-    os.dup2(real_stdout, 1)
-    os.close(real_stdout)
-    print(json.dumps(result, indent=2))
-    sys.stdout.flush()
+    print_result(result, real_stdout)
     return 0
 
 

@@ -32,7 +32,6 @@ import argparse
 import collections
 import json
 import logging
-import os
 import shutil
 import struct
 import sys
@@ -453,13 +452,8 @@ def main(argv: list[str] | None = None) -> int:
     n_syn = args.synthetic_records or (200_000 if args.quick else 2_000_000)
     n_keys = args.synthetic_keys or (100_000 if args.quick else 1_000_000)
 
-    logging.basicConfig(
-        stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(message)s"
-    )
     # Everything but the final JSON goes to stderr, including output of child processes (JVMs).
-    real_stdout = os.dup(1)
-    sys.stdout.flush()
-    os.dup2(2, 1)
+    real_stdout = bench_run.json_only_stdout()
 
     from streamtable.broker import EmbeddedKafka
     from streamtable.demo._harness import ensure_topics
@@ -583,10 +577,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     result["total_wall_s"] = round(time.monotonic() - t_all, 1)
 
-    os.dup2(real_stdout, 1)
-    os.close(real_stdout)
-    print(json.dumps(result, indent=2))
-    sys.stdout.flush()
+    bench_run.print_result(result, real_stdout)
     return 0
 
 

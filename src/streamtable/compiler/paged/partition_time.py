@@ -160,7 +160,8 @@ def resolve_stream_times(
             for last, max_ts in before.get(tp, ()):
                 if last < rec.offset and max_ts > st:
                     st = max_ts
-            resolved.append(rec._replace(stream_time=st))
+            # most records already carry their time: copy only the ones that change
+            resolved.append(rec if st == rec.stream_time else rec._replace(stream_time=st))
         out[gk] = resolved
     return out
 
