@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from streamtable.config import StreamsConfig
+    from streamtable.runtime.task_output import OutputSpec
     from streamtable.topology.nodes import GraphSnapshot, SourceNode
 
 
@@ -55,13 +56,29 @@ class CompileContext:
     graph: GraphSnapshot
     topic_partitions: dict[str, int] = field(default_factory=dict)
     metric_names: list[str] = field(default_factory=list)
+    #: set while lowering one query: its name (the terminal node's; stable across restarts)
+    query: str = ""
     #: set while lowering one query: which kinds of Spark state it uses
     uses_tws: bool = False
     uses_native_state: bool = False
     #: operators whose drops are already counted (and late records written) by one query;
     #: another query lowering the same operator (a table read by two sinks) only filters
     reporting_done: set[str] = field(default_factory=set)
+    #: stable ids of the output stages that write to Kafka from Python tasks (late records,
+    #: dead letters); the runtime fences their earlier transactions on start
+    output_stages: list[str] = field(default_factory=list)
     _counter: int = 0
+
+    def output_spec(self, stage: str) -> OutputSpec:
+        """The :class:`OutputSpec` of a Python stage writing to Kafka in the current query.
+
+        ``stage`` is made unique per query (``"<query>.<stage>"``) and recorded.
+        """
+        from streamtable.runtime.task_output import output_spec
+
+        spec = output_spec(self.config, f"{self.query}.{stage}")
+        self.output_stages.append(spec.stage)
+        return spec
 
     def unique(self, prefix: str) -> str:
         """A name unique within this compilation (for observed metrics)."""

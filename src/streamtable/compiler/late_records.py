@@ -12,19 +12,22 @@ partitioned by murmur2 of the key like Java's producer. Headers (UTF-8 values):
 ``streamtable.late.window.start`` / ``.end`` and ``streamtable.late.stream.time`` (ms),
 ``streamtable.source.topic`` / ``.partition`` / ``.offset``.
 
-Delivery is at-least-once: a retried Spark task writes its late records again.
+Delivery follows ``processing.guarantee``: under ``exactly_once_v2`` each task's late records are
+one Kafka transaction (:mod:`streamtable.runtime.task_output`), under ``at_least_once`` a retried
+Spark task writes its late records again.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from streamtable.errors import StreamsError
+from streamtable.runtime.task_output import OutputSpec, TaskOutput
 
 
 def late_headers(detail: dict[str, Any], topic: str, partition: int, offset: int) -> list[Any]:
@@ -51,53 +54,38 @@ class LateRecordsWriter:
     """``Iterator[RecordBatch] -> Iterator[RecordBatch]`` for ``mapInArrow`` (see module)."""
 
     topic: str
-    producer_config: dict[str, Any] = field(default_factory=dict)
+    spec: OutputSpec
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Produce the late rows of each batch; yield every batch unchanged."""
-        producer = None
-        errors: list[str] = []
-
-        def delivered(err: Any, _msg: Any) -> None:
-            if err is not None:
-                errors.append(str(err))
-
-        for batch in batches:
-            col = {n: batch.column(i) for i, n in enumerate(batch.schema.names)}
-            details = col["detail"].to_pylist()
-            rows = [i for i, d in enumerate(details) if d is not None]
-            if rows:
-                if producer is None:
-                    from confluent_kafka import Producer
-
-                    producer = Producer(self.producer_config)
-                keys = col["key"].to_pylist()
-                values = col["value"].to_pylist()
-                ts = col["ts"].to_pylist()
-                topics = col["topic"].to_pylist()
-                parts = col["partition"].to_pylist()
-                offsets = col["offset"].to_pylist()
-                for i in rows:
-                    headers = late_headers(json.loads(details[i]), topics[i], parts[i], offsets[i])
-                    self._produce(producer, keys[i], values[i], ts[i], headers, delivered)
-            yield batch
-        if producer is not None:
-            left = producer.flush(60)
-            if left or errors:
-                raise StreamsError(
-                    f"Could not write late records to topic {self.topic!r}: "
-                    f"{errors[0] if errors else f'{left} records not delivered in 60 s'}. "
-                    "Check that the topic exists and the broker is reachable."
-                )
-
-    def _produce(
-        self, producer: Any, key: Any, value: Any, ts: int, headers: list[Any], cb: Any
-    ) -> None:
-        while True:
-            try:
-                producer.produce(
-                    self.topic, value=value, key=key, timestamp=ts, headers=headers, on_delivery=cb
-                )
-                return
-            except BufferError:
-                producer.poll(0.1)  # local queue full: let deliveries drain
+        out = TaskOutput(self.spec)
+        try:
+            for batch in batches:
+                col = {n: batch.column(i) for i, n in enumerate(batch.schema.names)}
+                details = col["detail"].to_pylist()
+                rows = [i for i, d in enumerate(details) if d is not None]
+                if rows and not out.replayed:
+                    keys = col["key"].to_pylist()
+                    values = col["value"].to_pylist()
+                    ts = col["ts"].to_pylist()
+                    topics = col["topic"].to_pylist()
+                    parts = col["partition"].to_pylist()
+                    offsets = col["offset"].to_pylist()
+                    for i in rows:
+                        headers = late_headers(
+                            json.loads(details[i]), topics[i], parts[i], offsets[i]
+                        )
+                        out.produce(
+                            self.topic, keys[i], values[i], timestamp=ts[i], headers=headers
+                        )
+                yield batch
+            out.close()
+        except StreamsError as e:
+            out.abort()
+            raise StreamsError(
+                f"Could not write late records to topic {self.topic!r}: {e} Check that the "
+                "topic exists and the broker is reachable."
+            ) from e
+        except BaseException:
+            out.abort()
+            raise

@@ -90,8 +90,9 @@ class QueryPlan:
 class Lowerer:
     """Lowers the nodes feeding one terminal node."""
 
-    def __init__(self, ctx: CompileContext) -> None:
+    def __init__(self, ctx: CompileContext, query: str) -> None:
         self.ctx = ctx
+        ctx.query = query
         ctx.uses_tws = False
         ctx.uses_native_state = False
         self.nodes = ctx.graph.by_name
@@ -246,7 +247,7 @@ def compile_topology(topology: Topology, ctx: CompileContext) -> list[QueryPlan]
     plans = []
     for node in topology.graph.nodes:
         if isinstance(node, SinkNode):
-            plans.append(Lowerer(ctx).sink(node))
+            plans.append(Lowerer(ctx, node.name).sink(node))
         elif isinstance(node, RecordOpNode) and node.terminal:
-            plans.append(Lowerer(ctx).foreach(node))
+            plans.append(Lowerer(ctx, node.name).foreach(node))
     return plans

@@ -113,6 +113,10 @@ def read_topic(
                 out.append((msg.key(), msg.value(), msg.timestamp()[1]))
                 if msg.offset() + 1 >= ends[msg.partition()]:
                     remaining.discard(msg.partition())
+            if remaining:  # transactional topics end with commit markers no message reaches
+                for tp in consumer.position([TopicPartition(topic, p) for p in remaining]):
+                    if tp.offset >= ends[tp.partition]:
+                        remaining.discard(tp.partition)
         return out
     finally:
         consumer.close()

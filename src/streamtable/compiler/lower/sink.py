@@ -11,12 +11,12 @@ from streamtable.errors import TopologyError
 from streamtable.serde import Serde
 from streamtable.topology.nodes import SinkNode
 
-#: Whether Spark's Kafka sink takes record timestamps from a ``timestamp`` column. The connector
-#: available from Maven Central (4.2.0) has no such column (its KafkaWriter knows only key, value,
-#: topic, partition and headers), so output records carry the producer's send time, unlike Kafka
-#: Streams, which carries event time through. The exactly-once writer (our own producer) will fix
-#: this; until then this stays off.
-CARRY_TIMESTAMPS = False
+#: The column of :func:`sink_frame` with each record's event time (ms). streamtable's own sink
+#: (:mod:`streamtable.runtime.kafka_sink`, used under exactly-once) writes it as the Kafka record
+#: timestamp, as Kafka Streams does; Spark's Kafka sink cannot (its 4.2.0 connector from Maven
+#: Central takes only key, value, topic, partition and headers), so the runtime drops the column
+#: there and records carry the producer's send time.
+TIMESTAMP_COLUMN = "ts"
 
 
 def sink_codecs(
@@ -51,7 +51,7 @@ def long_to_bytes(column: str) -> F.Column:
 
 
 def sink_frame(node: SinkNode, frame: Frame, key: Codec, value: Codec) -> DataFrame:
-    """The ``key, value, topic[, partition][, timestamp]`` rows for Spark's Kafka sink."""
+    """The ``key, value, topic[, partition], ts`` rows a Kafka sink writes (``ts`` in ms)."""
     cols = [F.col("key")]
     if frame.value_codec.native_long:
         serde = value.serde()
@@ -62,8 +62,7 @@ def sink_frame(node: SinkNode, frame: Frame, key: Codec, value: Codec) -> DataFr
     cols.append(F.lit(node.topic).alias("topic"))
     if "sink_partition" in frame.df.columns:
         cols.append(F.col("sink_partition").alias("partition"))
-    if CARRY_TIMESTAMPS:
-        cols.append(F.timestamp_millis(F.col("ts")).alias("timestamp"))
+    cols.append(F.col("ts").alias(TIMESTAMP_COLUMN))
     return frame.df.select(*cols)
 
 

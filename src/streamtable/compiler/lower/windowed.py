@@ -149,15 +149,7 @@ def lower_windowed_aggregate(
                 f"{node.late_records_topic!r} but has no key serde: pass key_serde= to "
                 "group_by()/group_by_key() or set 'default.key.serde' in the config."
             )
-        cfg = ctx.config
-        writer = LateRecordsWriter(
-            node.late_records_topic,
-            {
-                "bootstrap.servers": cfg.bootstrap_servers,
-                "partitioner": "murmur2_random",  # Java's default partitioner
-                **cfg.producer_config,
-            },
-        )
+        writer = LateRecordsWriter(node.late_records_topic, ctx.output_spec(f"late-{node.name}"))
     out = run_paged(
         ctx,
         [parent.with_(df=df)],

@@ -1,0 +1,97 @@
+"""streamtable's own Kafka sink: a ``foreachBatch`` writing each task's rows with ``TaskOutput``.
+
+Used instead of Spark's Kafka sink when ``processing.guarantee=exactly_once_v2`` (one Kafka
+transaction per task and micro-batch, see :mod:`streamtable.runtime.task_output`) or when
+``production.exception.handler=continue`` (records the producer rejects are skipped and counted).
+It also carries each record's event time through as the Kafka record timestamp, as Kafka Streams
+does (Spark's 4.2 connector cannot set it).
+
+The rows are those of :func:`streamtable.compiler.lower.sink.sink_frame`: ``key, value, topic``,
+optionally ``partition``, and ``ts`` (ms).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from streamtable.runtime.task_output import OutputSpec, TaskOutput
+
+RESULT_DDL = "written bigint, rejected bigint"
+
+
+@dataclass(frozen=True)
+class PartitionWriter:
+    """``Iterator[RecordBatch] -> Iterator[RecordBatch]`` for ``mapInArrow``: one task's writes.
+
+    Yields one row ``(written, rejected)``. Under exactly-once a replayed batch still reads all
+    its input (so upstream state is committed as in the first run) but writes nothing.
+    """
+
+    spec: OutputSpec
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Write every row of the task; yield the counts."""
+        out = TaskOutput(self.spec)
+        try:
+            for batch in batches:
+                if batch.num_rows == 0 or (out.produced == 0 and out.replayed):
+                    continue
+                self._write(out, batch)
+            out.close()
+        except BaseException:
+            out.abort()
+            raise
+        yield pa.RecordBatch.from_pydict(
+            {"written": [out.produced], "rejected": [out.rejected]},
+            schema=pa.schema([("written", pa.int64()), ("rejected", pa.int64())]),
+        )
+
+    @staticmethod
+    def _write(out: TaskOutput, batch: pa.RecordBatch) -> None:
+        names = batch.schema.names
+        keys = batch.column(names.index("key")).to_pylist()
+        values = batch.column(names.index("value")).to_pylist()
+        topics = batch.column(names.index("topic")).to_pylist()
+        ts = batch.column(names.index("ts")).to_pylist() if "ts" in names else None
+        parts = batch.column(names.index("partition")).to_pylist() if "partition" in names else None
+        for i in range(batch.num_rows):
+            out.produce(
+                topics[i],
+                keys[i],
+                values[i],
+                timestamp=None if ts is None else ts[i],
+                partition=None if parts is None else parts[i],
+            )
+
+
+class ForeachBatchSink:
+    """The ``foreachBatch`` function of one query: runs :class:`PartitionWriter` on every task.
+
+    Runs on the driver; keeps the number of records skipped by
+    ``production.exception.handler=continue`` for :meth:`KafkaStreams.metrics`.
+    """
+
+    def __init__(self, spec: OutputSpec) -> None:
+        self.spec = spec
+        self._lock = threading.Lock()
+        self.written = 0
+        self.rejected = 0
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        """Write micro-batch ``batch_id`` (one Spark job; the task partitions are ``df``'s)."""
+        from pyspark.sql import functions as F
+
+        counts = (
+            df.mapInArrow(PartitionWriter(self.spec), RESULT_DDL)
+            .agg(F.sum("written").alias("written"), F.sum("rejected").alias("rejected"))
+            .collect()
+        )
+        row = counts[0] if counts else None
+        with self._lock:
+            self.written += int(row["written"] or 0) if row else 0
+            self.rejected += int(row["rejected"] or 0) if row else 0

@@ -1,0 +1,561 @@
+"""Records a Spark task writes to Kafka, exactly once per micro-batch under ``exactly_once_v2``.
+
+Spark's Kafka sink is at-least-once, and a Kafka transaction belongs to the producer that opened
+it, so a driver cannot commit what executors wrote. streamtable therefore commits **one Kafka
+transaction per Spark task**: per output stage (the sink of a query, a late-records or
+dead-letter writer), per task partition ``p`` and per micro-batch ``b``.
+
+The protocol (see ``docs/exactly-once.md`` for the failure cases):
+
+1. The task's producer has ``transactional.id = {application.id}-{stage}-{p}``, the same in every
+   attempt and every restart of the application. ``init_transactions`` fences any earlier
+   producer with that id (a zombie attempt, or the process killed before a restart) and aborts
+   its open transaction.
+2. The task reads its *marker*: the offset committed by group ``{application.id}-eos-{stage}-{p}``
+   on partition 0 of the internal topic ``{application.id}-eos-markers-streamtable-internal``,
+   with the Spark query id as offset metadata. Marker ``b + 1`` with this query's id means the
+   batch's output for ``p`` is already committed: a replayed batch (Spark re-runs the same
+   batch id over the same offsets after a crash) writes nothing.
+3. Otherwise it produces its records and the new marker ``b + 1`` in one transaction
+   (``send_offsets_to_transaction``) and commits. Output and marker become visible together to
+   ``read_committed`` consumers, or not at all.
+
+This is exactly-once per (stage, partition, batch) *provided the records a task writes are a
+deterministic function of the batch* (same offsets, same state, same code, same
+``streamtable.shuffle.partitions``), which holds for streamtable's operators.
+
+Under ``at_least_once`` the same class is a plain idempotent producer: a retried task writes its
+records again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from streamtable.errors import StreamsError
+
+if TYPE_CHECKING:
+    from streamtable.config import StreamsConfig
+
+log = logging.getLogger("streamtable")
+
+#: Suffix of the internal topic that holds the exactly-once markers (as consumer-group offsets).
+MARKER_TOPIC_SUFFIX = "-eos-markers-streamtable-internal"
+
+Header = tuple[str, bytes]
+
+
+def marker_topic(application_id: str) -> str:
+    """The internal topic whose partition 0 carries the exactly-once markers.
+
+    >>> marker_topic("wordcount")
+    'wordcount-eos-markers-streamtable-internal'
+    """
+    return f"{application_id}{MARKER_TOPIC_SUFFIX}"
+
+
+def marker_group(application_id: str, stage: str, partition: int) -> str:
+    """The consumer group holding the marker of one (stage, task partition).
+
+    >>> marker_group("wordcount", "Counts-sink", 3)
+    'wordcount-eos-Counts-sink-3'
+    """
+    return f"{application_id}-eos-{stage}-{partition}"
+
+
+def transactional_id(application_id: str, stage: str, partition: int) -> str:
+    """The ``transactional.id`` of one (stage, task partition); stable across restarts.
+
+    >>> transactional_id("wordcount", "Counts-sink", 3)
+    'wordcount-Counts-sink-3'
+    """
+    return f"{application_id}-{stage}-{partition}"
+
+
+@dataclass(frozen=True)
+class OutputSpec:
+    """Where and how the tasks of one output stage write (built on the driver; picklable).
+
+    Attributes
+    ----------
+    application_id : str
+        ``application.id``: prefix of transactional ids, marker groups and the marker topic.
+    stage : str
+        Stable id of the output stage within the application (e.g. ``"<query>.sink"``).
+    producer_config : dict
+        librdkafka settings (``bootstrap.servers`` and the ``producer.*`` configs).
+    guarantee : {"at_least_once", "exactly_once_v2"}
+        ``processing.guarantee``.
+    production_handler : {"fail", "continue"}
+        ``production.exception.handler``: what to do with a record the client or the broker
+        rejects (Kafka Streams' ``ProductionExceptionHandler``).
+    timeout_ms : int
+        How long a producer call may block (``transaction.timeout.ms`` is twice that).
+    """
+
+    application_id: str
+    stage: str
+    producer_config: dict[str, Any] = field(default_factory=dict)
+    guarantee: str = "at_least_once"
+    production_handler: str = "fail"
+    timeout_ms: int = 60000
+
+    @property
+    def exactly_once(self) -> bool:
+        """True under ``exactly_once_v2``."""
+        return self.guarantee == "exactly_once_v2"
+
+
+def output_spec(config: StreamsConfig, stage: str) -> OutputSpec:
+    """The :class:`OutputSpec` of output stage ``stage`` of the application ``config`` runs.
+
+    Parameters
+    ----------
+    config : StreamsConfig
+        The application's configuration.
+    stage : str
+        A stable id, unique within the application (query name plus stage).
+    """
+    producer: dict[str, Any] = {
+        "bootstrap.servers": config.bootstrap_servers,
+        "partitioner": "murmur2_random",  # Java's default partitioner for keyed records
+    }
+    producer.update(config.producer_config)
+    return OutputSpec(
+        application_id=config.application_id,
+        stage=stage.replace(" ", "_"),
+        producer_config=producer,
+        guarantee=config.processing_guarantee,
+        production_handler=_production_handler(config),
+        timeout_ms=max(config.request_timeout_ms, 30000),
+    )
+
+
+def _production_handler(config: StreamsConfig) -> str:
+    handler = str(getattr(config, "production_exception_handler", "fail"))
+    return "continue" if handler == "continue" else "fail"
+
+
+@dataclass(frozen=True)
+class TaskCoordinates:
+    """Which task writes: Spark's task partition, micro-batch id and query id."""
+
+    partition: int
+    batch_id: int | None
+    query_id: str | None
+
+    @staticmethod
+    def current() -> TaskCoordinates:
+        """The coordinates of the running Spark task (partition 0, no batch outside Spark)."""
+        from pyspark import TaskContext
+
+        tc = TaskContext.get()
+        if tc is None:
+            return TaskCoordinates(0, None, None)
+        batch = tc.getLocalProperty("streaming.sql.batchId")
+        return TaskCoordinates(
+            tc.partitionId(),
+            None if batch is None else int(batch),
+            tc.getLocalProperty("sql.streaming.queryId"),
+        )
+
+
+def _transactional_config(spec: OutputSpec, tid: str) -> dict[str, Any]:
+    conf = dict(spec.producer_config)
+    conf.setdefault("transaction.timeout.ms", 60000)
+    conf.update({"transactional.id": tid, "enable.idempotence": True})
+    return conf
+
+
+def fence_transactions(specs: Sequence[OutputSpec], partitions: int) -> None:
+    """Fence the producers of earlier runs and abort their open transactions (on start).
+
+    A run killed mid-transaction leaves it open until ``transaction.timeout.ms``, and
+    ``read_committed`` consumers of its topics wait for it. Kafka Streams initializes its task
+    producers on start, which aborts them; this does the same for task partitions
+    ``0 .. partitions - 1`` of every exactly-once output stage, in parallel.
+
+    Raises
+    ------
+    StreamsError
+        If a producer cannot be initialized within the stage's timeout.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from confluent_kafka import Producer
+
+    def fence(spec: OutputSpec, p: int) -> None:
+        tid = transactional_id(spec.application_id, spec.stage, p)
+        producer = Producer(_transactional_config(spec, tid))
+        timeout_s = spec.timeout_ms / 1000.0
+        _with_retries(
+            f"init_transactions of {tid!r}",
+            timeout_s,
+            lambda: producer.init_transactions(timeout_s),
+        )
+        producer.flush(0)
+
+    jobs = [(s, p) for s in specs if s.exactly_once for p in range(partitions)]
+    if not jobs:
+        return
+    with ThreadPoolExecutor(max_workers=min(16, len(jobs))) as pool:
+        for f in [pool.submit(fence, s, p) for s, p in jobs]:
+            f.result()
+
+
+def close_cached_clients() -> None:
+    """Close the marker consumers and producers this process cached (tests, shutdown)."""
+    for consumer in _consumers.values():
+        try:
+            consumer.close()
+        except Exception:  # pragma: no cover - best effort
+            pass
+    _consumers.clear()
+    for producer in _plain_producers.values():
+        producer.flush(5)
+    _plain_producers.clear()
+
+
+_consumers: dict[tuple[str, str], Any] = {}
+_plain_producers: dict[tuple[tuple[str, str], ...], Any] = {}
+
+
+def _marker_consumer(spec: OutputSpec, group: str) -> Any:
+    """A consumer of group ``group`` (cached per worker process) to read and commit markers."""
+    key = (spec.producer_config.get("bootstrap.servers", ""), group)
+    consumer = _consumers.get(key)
+    if consumer is None:
+        from confluent_kafka import Consumer
+
+        conf = {
+            k: v
+            for k, v in spec.producer_config.items()
+            if k.startswith(("bootstrap.", "security.", "sasl.", "ssl.", "client."))
+        }
+        conf.update(
+            {
+                "group.id": group,
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+            }
+        )
+        consumer = Consumer(conf)
+        _consumers[key] = consumer
+    return consumer
+
+
+def _with_retries(what: str, timeout_s: float, call: Any) -> Any:
+    """``call()``, retried on retriable Kafka errors (coordinator moves, loading) until timeout."""
+    from confluent_kafka import KafkaError, KafkaException
+
+    deadline = time.monotonic() + timeout_s
+    delay = 0.05
+    while True:
+        try:
+            return call()
+        except KafkaException as e:
+            err = e.args[0] if e.args else None
+            retriable = isinstance(err, KafkaError) and (
+                err.retriable()
+                or err.code()
+                in (
+                    KafkaError.NOT_COORDINATOR,
+                    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                    KafkaError.COORDINATOR_NOT_AVAILABLE,
+                    KafkaError.UNSTABLE_OFFSET_COMMIT,
+                    KafkaError._TIMED_OUT,
+                    KafkaError._TRANSPORT,
+                )
+            )
+            if not retriable or time.monotonic() + delay > deadline:
+                raise StreamsError(f"{what} failed: {e}") from e
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+
+class TaskOutput:
+    """The records one Spark task writes to Kafka for one output stage (see the module).
+
+    Parameters
+    ----------
+    spec : OutputSpec
+        From :func:`output_spec`, built on the driver.
+    coordinates : TaskCoordinates, optional
+        The task; read from Spark's ``TaskContext`` by default.
+
+    Notes
+    -----
+    Nothing connects until the first :meth:`produce`; a task without records opens no
+    transaction and writes no marker (a replay of it is empty again). Call :meth:`close` at the
+    end of the task; :meth:`abort` when the task fails.
+    """
+
+    def __init__(self, spec: OutputSpec, coordinates: TaskCoordinates | None = None) -> None:
+        self.spec = spec
+        self._coords = coordinates
+        self._producer: Any = None
+        self._consumer: Any = None
+        self._open = False
+        self._skip = False
+        self._errors: list[str] = []
+        self.produced = 0
+        #: records skipped by ``production.exception.handler=continue``
+        self.rejected = 0
+
+    # -- opening -------------------------------------------------------------------------
+
+    @property
+    def replayed(self) -> bool:
+        """True when this task's batch was already committed (exactly-once): nothing is written."""
+        self._ensure_open()
+        return self._skip
+
+    def _ensure_open(self) -> None:
+        if self._open:
+            return
+        self._open = True
+        coords = self._coords or TaskCoordinates.current()
+        self._coords = coords
+        if self.spec.exactly_once:
+            self._open_transaction(coords)
+        else:
+            self._producer = self._plain_producer()
+
+    def _plain_producer(self) -> Any:
+        from confluent_kafka import Producer
+
+        conf = dict(self.spec.producer_config)
+        conf.setdefault("enable.idempotence", True)
+        key = tuple(sorted((k, str(v)) for k, v in conf.items()))
+        producer = _plain_producers.get(key)
+        if producer is None:
+            producer = Producer(conf)
+            _plain_producers[key] = producer
+        return producer
+
+    def _open_transaction(self, coords: TaskCoordinates) -> None:
+        from confluent_kafka import Producer, TopicPartition
+
+        spec = self.spec
+        if coords.batch_id is None or coords.query_id is None:
+            raise StreamsError(
+                f"Output stage {spec.stage!r} runs outside a streaming micro-batch, so it cannot "
+                "write exactly once (processing.guarantee=exactly_once_v2)."
+            )
+        timeout_s = spec.timeout_ms / 1000.0
+        tid = transactional_id(spec.application_id, spec.stage, coords.partition)
+        producer = Producer(_transactional_config(spec, tid))
+        # fences every earlier producer with this id and completes its open transaction
+        _with_retries(
+            f"init_transactions of {tid!r}",
+            timeout_s,
+            lambda: producer.init_transactions(timeout_s),
+        )
+        group = marker_group(spec.application_id, spec.stage, coords.partition)
+        consumer = _marker_consumer(spec, group)
+        topic = marker_topic(spec.application_id)
+        committed = _with_retries(
+            f"reading marker of {group!r}",
+            timeout_s,
+            lambda: consumer.committed([TopicPartition(topic, 0)], timeout=timeout_s),
+        )
+        mark = committed[0] if committed else None
+        if mark is not None and mark.error is not None:
+            raise StreamsError(
+                f"Reading the exactly-once marker of {group!r} failed: {mark.error}. Does the "
+                f"internal topic {topic!r} exist?"
+            )
+        done = (
+            mark is not None
+            and mark.offset >= 0
+            and mark.metadata == coords.query_id
+            and mark.offset - 1 >= coords.batch_id
+        )
+        self._producer = producer
+        self._consumer = consumer
+        if done:
+            self._skip = True
+            log.info(
+                "[%s] %s partition %d batch %d already committed: not written again",
+                spec.application_id,
+                spec.stage,
+                coords.partition,
+                coords.batch_id,
+            )
+            return
+        producer.begin_transaction()
+
+    # -- writing -------------------------------------------------------------------------
+
+    def _delivered(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self._errors.append(f"{msg.topic()}[{msg.partition()}]: {err.str()}")
+
+    def produce(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        *,
+        timestamp: int | None = None,
+        headers: Sequence[Header] | None = None,
+        partition: int | None = None,
+    ) -> None:
+        """Send one record (a no-op for a replayed batch under exactly-once).
+
+        Parameters
+        ----------
+        topic : str
+        key, value : bytes or None
+            Serialized bytes; ``None`` is a null key or a tombstone.
+        timestamp : int, optional
+            Record timestamp in ms since the epoch (the producer's clock when omitted).
+        headers : sequence of (str, bytes), optional
+        partition : int, optional
+            Explicit partition; else the producer's partitioner (murmur2 on the key, as Java's).
+
+        Raises
+        ------
+        StreamsError
+            When the client rejects the record and ``production.exception.handler`` is ``fail``.
+        """
+        from confluent_kafka import KafkaException
+
+        self._ensure_open()
+        if self._skip:
+            return
+        kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": self._delivered}
+        if timestamp is not None:
+            kwargs["timestamp"] = int(timestamp)
+        if headers:
+            kwargs["headers"] = list(headers)
+        if partition is not None and partition >= 0:
+            kwargs["partition"] = int(partition)
+        while True:
+            try:
+                self._producer.produce(topic, **kwargs)
+                break
+            except BufferError:
+                self._producer.poll(0.05)
+            except KafkaException as e:
+                self._reject(topic, str(e))
+                return
+        self.produced += 1
+        if self.produced % 10000 == 0:
+            self._producer.poll(0)
+
+    def _reject(self, topic: str, error: str) -> None:
+        if self.spec.production_handler == "continue":
+            self.rejected += 1
+            log.warning(
+                "[%s] skipping a record the producer rejected (%s: %s); "
+                "production.exception.handler=continue",
+                self.spec.application_id,
+                topic,
+                error,
+            )
+            return
+        raise StreamsError(
+            f"Producing to topic {topic!r} failed: {error}. The default production exception "
+            "handler stops the application; set 'production.exception.handler'='continue' to "
+            "skip such records (at_least_once only)."
+        )
+
+    # -- finishing -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush (at-least-once) or commit the task's transaction with its marker.
+
+        Raises
+        ------
+        StreamsError
+            When a record could not be delivered (and the handler says ``fail``, or under
+            exactly-once, where a failed send aborts the whole transaction), or the commit fails;
+            the transaction is aborted first, so nothing of this task becomes visible.
+        """
+        if not self._open or self._producer is None:
+            return
+        spec = self.spec
+        timeout_s = spec.timeout_ms / 1000.0
+        if not spec.exactly_once:
+            remaining = self._producer.flush(timeout_s)
+            if remaining:
+                raise StreamsError(
+                    f"{remaining} records to Kafka were not delivered within {timeout_s:g} s."
+                )
+            self._take_errors(allow_continue=True)
+            return
+        if self._skip:
+            self._producer = None
+            return
+        try:
+            remaining = self._producer.flush(timeout_s)
+            if remaining:
+                raise StreamsError(
+                    f"{remaining} records to Kafka were not delivered within {timeout_s:g} s."
+                )
+            self._take_errors(allow_continue=False)
+            self._commit_with_marker(timeout_s)
+        except BaseException:
+            self.abort()
+            raise
+        self._producer = None
+
+    def _commit_with_marker(self, timeout_s: float) -> None:
+        from confluent_kafka import TopicPartition
+
+        coords = self._coords
+        assert coords is not None and coords.batch_id is not None
+        marker = TopicPartition(
+            marker_topic(self.spec.application_id), 0, coords.batch_id + 1, coords.query_id
+        )
+        try:
+            self._producer.send_offsets_to_transaction(
+                [marker], self._consumer.consumer_group_metadata(), timeout_s
+            )
+            self._producer.commit_transaction(timeout_s)
+        except Exception as e:
+            raise StreamsError(
+                f"Committing the transaction of output stage {self.spec.stage!r} partition "
+                f"{coords.partition} batch {coords.batch_id} failed: {e}. Nothing of it is "
+                "visible to read_committed consumers; the batch is retried."
+            ) from e
+
+    def _take_errors(self, *, allow_continue: bool) -> None:
+        errors, self._errors = self._errors, []
+        if not errors:
+            return
+        if allow_continue and self.spec.production_handler == "continue":
+            self.rejected += len(errors)
+            log.warning(
+                "[%s] %d records rejected by the broker and skipped "
+                "(production.exception.handler=continue); first: %s",
+                self.spec.application_id,
+                len(errors),
+                errors[0],
+            )
+            return
+        raise StreamsError(
+            f"{len(errors)} records could not be written by output stage {self.spec.stage!r}; "
+            f"first: {errors[0]}."
+            + (
+                " Under exactly_once_v2 the task's transaction is aborted and nothing of it "
+                "becomes visible."
+                if self.spec.exactly_once
+                else " Set 'production.exception.handler'='continue' to skip such records."
+            )
+        )
+
+    def abort(self) -> None:
+        """Abort the open transaction (exactly-once; best effort), so nothing becomes visible."""
+        producer, self._producer = self._producer, None
+        if producer is None or not self.spec.exactly_once or self._skip:
+            return
+        try:
+            producer.abort_transaction(self.spec.timeout_ms / 1000.0)
+        except Exception as e:  # the next init_transactions with this id aborts it anyway
+            log.warning("[%s] abort_transaction failed: %s", self.spec.application_id, e)

@@ -1,0 +1,64 @@
+"""The application :mod:`streamtable.testing.crash` kills and restarts (run as a module).
+
+``python -m streamtable.testing._crash_app CONFIG_JSON`` runs the crash topology: every input
+record ``(key, seq)`` (String key, Long value) is echoed once to the echo topic, and a per-key
+running sum is written to the sums topic. With ``"exit_when_caught_up": true`` it exits 0 once
+all input present at start is processed and committed; otherwise it runs until killed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from datetime import timedelta
+from typing import Any
+
+from streamtable import KafkaStreams, Serdes, StreamsBuilder
+from streamtable.topology.topology import Topology
+
+
+def _add(total: int, value: int) -> int:
+    return total + value
+
+
+def crash_topology(source: str, echo: str, sums: str) -> Topology:
+    """Echo each record; keep a running sum per key (``Sums``).
+
+    Parameters
+    ----------
+    source, echo, sums : str
+        The input topic and the two output topics.
+    """
+    builder = StreamsBuilder()
+    stream = builder.stream(source, key_serde=Serdes.string(), value_serde=Serdes.long())
+    stream.map_values(lambda v: v, name="echo").to(echo, value_serde=Serdes.long())
+    (
+        stream.group_by_key()
+        .reduce(_add, name="Sums")
+        .to_stream()
+        .to(sums, key_serde=Serdes.string(), value_serde=Serdes.long())
+    )
+    return builder.build()
+
+
+def main(argv: list[str]) -> int:
+    """Run the app described by the JSON in ``argv[0]``; see the module docstring."""
+    spec: dict[str, Any] = json.loads(argv[0])
+    topology = crash_topology(spec["source"], spec["echo"], spec["sums"])
+    app = KafkaStreams(topology, spec["config"])
+    app.start()
+    print("STARTED", flush=True)
+    try:
+        if spec.get("exit_when_caught_up"):
+            app.await_caught_up(timeout=timedelta(seconds=spec.get("timeout_s", 600)))
+            print("CAUGHT-UP", json.dumps(app.metrics()), flush=True)
+            return 0
+        threading.Event().wait()  # until killed
+        return 0
+    finally:
+        app.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

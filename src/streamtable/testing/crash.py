@@ -1,0 +1,313 @@
+"""A crash harness: SIGKILL a running application again and again, then verify its output.
+
+Modelled on Kafka's ``streams_eos_test`` (``EosTestDriver``): the application
+(:mod:`streamtable.testing._crash_app`) runs as a separate process group — the Python driver,
+the Spark JVM and Spark's Python workers — and is killed with ``SIGKILL`` at random moments
+while it processes, then restarted from its checkpoint. After the last kill it runs until it has
+caught up, and a ``read_committed`` consumer checks the outputs record by record:
+
+* the echo topic holds every input sequence number exactly once;
+* the sums topic's values for each key are a strictly increasing subsequence of the key's
+  running sums (in the order its partition holds the input), none emitted twice, and the last
+  one is the key's total.
+
+Under ``at_least_once`` duplicates are allowed (and counted); loss never is.
+
+Every random choice comes from one seed, printed in :class:`CrashReport`, so a failing run can be
+replayed with ``seed=``. The kill moments themselves are times, so a replay hits similar, not
+identical, instants.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import struct
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from streamtable.errors import StreamtableError
+
+
+@dataclass
+class CrashReport:
+    """What one crash run did and found.
+
+    Attributes
+    ----------
+    seed : int
+        Replays the run's random choices (``run_crash_test(..., seed=seed)``).
+    kills : list of float
+        Seconds after the first output of each run at which it was killed.
+    echo_missing, echo_duplicates : int
+        Input sequence numbers absent from the echo topic / present more than once.
+    sums_errors : list of str
+        Keys whose emitted sums are not a strictly increasing subsequence of their running sums
+        or whose last sum is not their total (first few, with details).
+    sums_duplicates : int
+        Sums emitted more than once for the same key.
+    seconds : float
+        Wall time of the run.
+    """
+
+    seed: int
+    guarantee: str
+    records: int
+    kills: list[float] = field(default_factory=list)
+    echo_records: int = 0
+    echo_missing: int = 0
+    echo_duplicates: int = 0
+    sums_records: int = 0
+    sums_errors: list[str] = field(default_factory=list)
+    sums_duplicates: int = 0
+    restarts_s: list[float] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def exactly_once(self) -> bool:
+        """No record lost, none duplicated, every sum right."""
+        return (
+            self.echo_missing == 0
+            and self.echo_duplicates == 0
+            and self.sums_duplicates == 0
+            and not self.sums_errors
+        )
+
+    @property
+    def nothing_lost(self) -> bool:
+        """Every input echoed at least once and every final sum right (at-least-once)."""
+        return self.echo_missing == 0 and not [e for e in self.sums_errors if "final" in e]
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as a JSON-ready dict."""
+        out = dict(self.__dict__)
+        out["exactly_once"] = self.exactly_once
+        out["nothing_lost"] = self.nothing_lost
+        return out
+
+
+def _end_offset_sum(bootstrap: str, topic: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"crash-probe-{uuid.uuid4().hex}"})
+    try:
+        md = c.list_topics(topic, timeout=30)
+        return sum(
+            c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+            for p in md.topics[topic].partitions
+        )
+    finally:
+        c.close()
+
+
+class _App:
+    """One run of the crash app as its own process group."""
+
+    def __init__(self, spec: dict[str, Any], log_path: Path) -> None:
+        self.log_path = log_path
+        self._log = open(log_path, "ab")  # noqa: SIM115 - closed in kill()/wait()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "streamtable.testing._crash_app", json.dumps(spec)],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: the JVM and workers are in it
+        )
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group and wait until it is gone."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=60)
+        deadline = time.monotonic() + 30
+        while _group_alive(self.proc.pid) and time.monotonic() < deadline:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        self._log.close()
+
+    def wait(self, timeout: float) -> int:
+        """Wait for a clean exit; the exit code."""
+        try:
+            return self.proc.wait(timeout=timeout)
+        finally:
+            self._log.close()
+
+    def tail(self, n: int = 30) -> str:
+        lines = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(lines[-n:])
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover
+        return True
+
+
+def _wait_for_output(bootstrap: str, topic: str, above: int, app: _App, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while _end_offset_sum(bootstrap, topic) <= above:
+        if app.proc.poll() is not None:
+            raise StreamtableError(f"The crash app exited early:\n{app.tail()}")
+        if time.monotonic() > deadline:
+            raise StreamtableError(f"The crash app wrote nothing within {timeout} s:\n{app.tail()}")
+        time.sleep(0.2)
+
+
+def run_crash_test(
+    bootstrap_servers: str,
+    workdir: Path,
+    *,
+    records: int = 20000,
+    keys: int = 50,
+    partitions: int = 3,
+    kills: int = 3,
+    seed: int | None = None,
+    guarantee: str = "exactly_once_v2",
+    max_kill_delay_s: float = 4.0,
+    max_offsets_per_trigger: int = 1000,
+    shuffle_partitions: int = 2,
+    replication_factor: int | None = None,
+    config: dict[str, Any] | None = None,
+    timeout_s: float = 600.0,
+) -> CrashReport:
+    """Run the crash app, SIGKILL it ``kills`` times, let it finish, verify the outputs.
+
+    Parameters
+    ----------
+    bootstrap_servers : str
+        A running Kafka cluster (e.g. :class:`~streamtable.broker.EmbeddedKafka`).
+    workdir : Path
+        For the app's state directory and process logs.
+    records, keys, partitions : int
+        Input size: record ``i`` has key ``k{i % keys}`` and value ``i``, in a topic of
+        ``partitions`` partitions.
+    kills : int
+        How many times the running app is killed (each after its first new output, at a random
+        delay up to ``max_kill_delay_s`` seconds).
+    seed : int, optional
+        Seed of every random choice (random when omitted; reported either way).
+    guarantee : {"exactly_once_v2", "at_least_once"}
+        The app's ``processing.guarantee``.
+    max_offsets_per_trigger : int
+        Spreads the input over many micro-batches, so kills land mid-processing.
+    config : dict, optional
+        Extra app configuration.
+
+    Returns
+    -------
+    CrashReport
+
+    Raises
+    ------
+    StreamtableError
+        If the app fails to start, exits early, or does not catch up after the last kill.
+    """
+    from streamtable.demo._harness import ensure_topics, read_topic
+    from streamtable.demo.flights_data import produce_records
+
+    seed = random.SystemRandom().randrange(2**31) if seed is None else seed
+    rng = random.Random(seed)
+    t0 = time.monotonic()
+    run_id = f"{seed}-{uuid.uuid4().hex[:6]}"
+    source, echo, sums = (f"crash-{n}-{run_id}" for n in ("in", "echo", "sums"))
+    topics = {source: partitions, echo: partitions, sums: partitions}
+    ensure_topics(bootstrap_servers, topics)
+    produce_records(
+        bootstrap_servers,
+        source,
+        [(f"k{i % keys}".encode(), struct.pack(">q", i), 1_000_000 + i) for i in range(records)],
+    )
+    workdir.mkdir(parents=True, exist_ok=True)
+    app_config = {
+        "application.id": f"crash-{run_id}",
+        "bootstrap.servers": bootstrap_servers,
+        "state.dir": str(workdir / "state"),
+        "processing.guarantee": guarantee,
+        "commit.interval.ms": 100,
+        "streamtable.shuffle.partitions": shuffle_partitions,
+        "streamtable.max.offsets.per.trigger": max_offsets_per_trigger,
+        **(config or {}),
+    }
+    spec = {"source": source, "echo": echo, "sums": sums, "config": app_config}
+    report = CrashReport(seed=seed, guarantee=guarantee, records=records)
+    log_path = workdir / f"crash-app-{run_id}.log"
+    for _ in range(kills):
+        before = _end_offset_sum(bootstrap_servers, echo)
+        started = time.monotonic()
+        app = _App(spec, log_path)
+        try:
+            _wait_for_output(bootstrap_servers, echo, before, app, timeout=timeout_s)
+        except BaseException:
+            app.kill()
+            raise
+        report.restarts_s.append(round(time.monotonic() - started, 2))
+        delay = rng.uniform(0.0, max_kill_delay_s)
+        time.sleep(delay)  # the random kill moment (not a wait for a condition)
+        app.kill()
+        report.kills.append(round(delay, 3))
+    final = _App({**spec, "exit_when_caught_up": True, "timeout_s": timeout_s}, log_path)
+    code = final.wait(timeout=timeout_s + 120)
+    if code != 0:
+        raise StreamtableError(
+            f"The crash app did not finish after the kills (exit {code}):\n{final.tail()}"
+        )
+    _verify(
+        report,
+        read_topic(bootstrap_servers, echo),
+        read_topic(bootstrap_servers, sums),
+        read_topic(bootstrap_servers, source),
+        records,
+    )
+    report.seconds = round(time.monotonic() - t0, 1)
+    return report
+
+
+def _verify(
+    report: CrashReport,
+    echo: list[tuple[bytes | None, bytes | None, int]],
+    sums: list[tuple[bytes | None, bytes | None, int]],
+    source: list[tuple[bytes | None, bytes | None, int]],
+    records: int,
+) -> None:
+    seen = Counter(struct.unpack(">q", v)[0] for _, v, _ in echo if v is not None)
+    report.echo_records = len(echo)
+    report.echo_missing = sum(1 for i in range(records) if seen[i] == 0)
+    report.echo_duplicates = sum(n - 1 for n in seen.values() if n > 1)
+    # running sums per key, in the order the key's partition holds its records
+    running: dict[bytes, list[int]] = {}
+    for k, v, _ in source:
+        assert k is not None and v is not None
+        sums_k = running.setdefault(k, [])
+        sums_k.append((sums_k[-1] if sums_k else 0) + struct.unpack(">q", v)[0])
+    emitted: dict[bytes, list[int]] = {}
+    for k, v, _ in sums:
+        assert k is not None and v is not None
+        emitted.setdefault(k, []).append(struct.unpack(">q", v)[0])
+    report.sums_records = len(sums)
+    for k, prefix in running.items():
+        got = emitted.get(k, [])
+        report.sums_duplicates += len(got) - len(set(got))
+        if not got or got[-1] != prefix[-1]:
+            report.sums_errors.append(
+                f"{k!r}: final {got[-1] if got else None} != total {prefix[-1]}"
+            )
+            continue
+        it = iter(prefix)
+        if not all(any(x == p for p in it) for x in got):  # in order, each at most once
+            report.sums_errors.append(f"{k!r}: emitted {got[:8]}... not a subsequence of sums")

@@ -1,0 +1,26 @@
+"""Exactly-once under hard crashes: the crash harness kills the app (driver, JVM, workers)."""
+
+from __future__ import annotations
+
+import json
+
+from streamtable.testing.crash import run_crash_test
+
+
+def test_exactly_once_survives_sigkills(kafka_broker, tmp_path):
+    report = run_crash_test(
+        kafka_broker.bootstrap_servers,
+        tmp_path,
+        records=6000,
+        keys=40,
+        partitions=2,
+        kills=3,
+        max_offsets_per_trigger=300,
+    )
+    print(json.dumps(report.to_json()))  # the seed replays a failure
+    assert len(report.kills) == 3
+    assert report.echo_missing == 0, report.to_json()
+    assert report.echo_duplicates == 0, report.to_json()
+    assert report.sums_duplicates == 0, report.to_json()
+    assert report.sums_errors == [], report.to_json()
+    assert report.echo_records == 6000

@@ -1,0 +1,110 @@
+"""processing.guarantee=exactly_once_v2: transactional output, replays write nothing twice."""
+
+from __future__ import annotations
+
+import struct
+from datetime import timedelta
+
+from _support import ensure_topics, produce_records, read_topic
+from streamtable import KafkaStreams, Serdes, StreamsBuilder
+from streamtable.runtime.task_output import (
+    OutputSpec,
+    TaskCoordinates,
+    TaskOutput,
+    marker_topic,
+)
+
+
+def _topology(src: str, echo: str, sums: str):
+    b = StreamsBuilder()
+    s = b.stream(src, key_serde=Serdes.string(), value_serde=Serdes.long())
+    s.map_values(lambda v: v * 10).to(echo, value_serde=Serdes.long())
+    (
+        s.group_by_key()
+        .reduce(lambda a, v: a + v, name="Sums")
+        .to_stream()
+        .to(sums, value_serde=Serdes.long())
+    )
+    return b.build()
+
+
+def test_exactly_once_output_is_transactional_and_carries_event_time(
+    kafka_broker, spark, topic_name, app_config
+):
+    bs = kafka_broker.bootstrap_servers
+    src, echo, sums = topic_name("in"), topic_name("echo"), topic_name("sums")
+    ensure_topics(bs, {src: 2, echo: 2, sums: 2})
+    records = [(f"k{i % 7}".encode(), struct.pack(">q", i), 1_000_000 + i * 10) for i in range(500)]
+    produce_records(bs, src, records)
+    cfg = app_config(**{"processing.guarantee": "exactly_once_v2"})
+    app = KafkaStreams(_topology(src, echo, sums), cfg)
+    app.start()
+    try:
+        app.await_caught_up(timeout=timedelta(minutes=3))
+    finally:
+        app.close()
+    out = read_topic(bs, echo)
+    # every input exactly once, with its event time as the record timestamp
+    assert sorted((k, struct.unpack(">q", v)[0], ts) for k, v, ts in out) == sorted(
+        (k, struct.unpack(">q", v)[0] * 10, ts) for k, v, ts in records
+    )
+    totals: dict[bytes, int] = {}
+    seen: dict[bytes, list[int]] = {}
+    for k, v, _ in read_topic(bs, sums):
+        seen.setdefault(k, []).append(struct.unpack(">q", v)[0])
+    for k, v, _ in records:
+        totals[k] = totals.get(k, 0) + struct.unpack(">q", v)[0]
+    assert {k: vs[-1] for k, vs in seen.items()} == totals
+    for vs in seen.values():  # running sums of non-negative values: no update emitted twice
+        assert len(vs) == len(set(vs)) or vs.count(0) > 1
+    assert marker_topic(cfg["application.id"]) in kafka_broker.topics()
+
+
+def test_a_replayed_batch_is_not_written_again(kafka_broker, topic_name):
+    bs = kafka_broker.bootstrap_servers
+    out_topic = topic_name("out")
+    app = f"replay-{topic_name('app')}"
+    ensure_topics(bs, {out_topic: 1, marker_topic(app): 1})
+    spec = OutputSpec(app, "q.sink", {"bootstrap.servers": bs}, guarantee="exactly_once_v2")
+
+    def write(batch: int, query: str, values: list[int]) -> bool:
+        out = TaskOutput(spec, TaskCoordinates(0, batch, query))
+        for v in values:
+            out.produce(out_topic, b"k", struct.pack(">q", v))
+        replayed = out.replayed
+        out.close()
+        return replayed
+
+    assert write(0, "query-a", [1, 2]) is False
+    assert write(0, "query-a", [1, 2]) is True  # the replay of batch 0 skips
+    assert write(1, "query-a", [3]) is False
+    # a new checkpoint (new Spark query id) starts counting batches again: not skipped
+    assert write(0, "query-b", [4]) is False
+    # a task that fails before commit leaves nothing visible, and its retry writes once
+    failed = TaskOutput(spec, TaskCoordinates(0, 1, "query-b"))
+    failed.produce(out_topic, b"k", struct.pack(">q", 99))
+    failed.abort()
+    assert write(1, "query-b", [5]) is False
+    values = [struct.unpack(">q", v)[0] for _, v, _ in read_topic(bs, out_topic)]
+    assert values == [1, 2, 3, 4, 5]
+
+
+def test_a_zombie_task_is_fenced(kafka_broker, topic_name):
+    """A second attempt of the same task fences the first: the zombie cannot commit."""
+    bs = kafka_broker.bootstrap_servers
+    out_topic = topic_name("out")
+    app = f"zombie-{topic_name('app')}"
+    ensure_topics(bs, {out_topic: 1, marker_topic(app): 1})
+    spec = OutputSpec(app, "q.sink", {"bootstrap.servers": bs}, guarantee="exactly_once_v2")
+    zombie = TaskOutput(spec, TaskCoordinates(0, 0, "q"))
+    zombie.produce(out_topic, b"k", b"zombie")
+    retry = TaskOutput(spec, TaskCoordinates(0, 0, "q"))
+    retry.produce(out_topic, b"k", b"retry")
+    retry.close()
+    import pytest
+
+    from streamtable.errors import StreamsError
+
+    with pytest.raises(StreamsError, match="Committing the transaction"):
+        zombie.close()
+    assert [v for _, v, _ in read_topic(bs, out_topic)] == [b"retry"]
