@@ -204,6 +204,83 @@ def run_cmd(
         _fail(exc)
 
 
+@cli.command("reset")
+@click.option("--application-id", required=True, show_envvar=True, help="application.id to reset.")
+@click.option(
+    "--bootstrap-servers", required=True, show_envvar=True, help="bootstrap.servers (host:port)."
+)
+@click.option(
+    "--input-topics",
+    "input_topics",
+    required=True,
+    multiple=True,
+    metavar="T[,T...]",
+    help="Input topics to rewind (comma-separated, repeatable); other topics keep their position.",
+)
+@click.option(
+    "--state-dir",
+    show_envvar=True,
+    help="state.dir of the application [default: <tempdir>/streamtable].",
+)
+@click.option(
+    "--to-earliest",
+    is_flag=True,
+    default=False,
+    help="Rewind the input topics to their earliest offsets (the default).",
+)
+@click.option(
+    "--to-datetime",
+    metavar="ISO",
+    default=None,
+    help="Rewind the input topics to the first record at or after this ISO-8601 time "
+    "(UTC unless it has an offset), e.g. 2024-05-01T12:00:00Z.",
+)
+@click.option(
+    "--config",
+    "-c",
+    "configs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Config keys as for `streamtable run` (e.g. admin.security.protocol=SSL, "
+    "request.timeout.ms=5000); repeatable.",
+)
+@click.option(
+    "--dry-run", is_flag=True, default=False, help="Only show what would be done; change nothing."
+)
+def reset_cmd(
+    application_id: str,
+    bootstrap_servers: str,
+    input_topics: tuple[str, ...],
+    state_dir: str | None,
+    to_earliest: bool,
+    to_datetime: str | None,
+    configs: tuple[str, ...],
+    dry_run: bool,
+) -> None:
+    """Reset an application so that its next start recomputes from its input topics.
+
+    Deletes the application's checkpoints and local state (state.dir/application.id), its
+    internal topics and exactly-once consumer groups; rewinds the input topics (to the earliest
+    offsets or to --to-datetime) and keeps the committed position of every other topic it
+    reads. The application must be stopped.
+    """
+    from streamtable.runtime.reset import reset_application
+
+    if to_earliest and to_datetime is not None:
+        raise click.UsageError("--to-earliest and --to-datetime exclude each other; give one.")
+    config: dict[str, object] = dict(_config_pairs(configs))
+    config["application.id"] = application_id
+    config["bootstrap.servers"] = bootstrap_servers
+    if state_dir is not None:
+        config["state.dir"] = state_dir
+    try:
+        result = reset_application(config, input_topics, to_datetime=to_datetime, dry_run=dry_run)
+    except StreamtableError as exc:
+        _fail(exc)
+        return
+    click.echo(result.describe())
+
+
 # --------------------------------------------------------------------------- demos
 @cli.group()
 def demo() -> None:

@@ -75,3 +75,14 @@ class StreamsTimeoutError(StreamtableError, TimeoutError):
 
 
 __all__ += ["StreamsTimeoutError"]
+
+
+class StateDirLockedError(IllegalStateError):
+    """The application's state directory is locked by a running instance.
+
+    Kafka Streams' "state directory locked": stop that instance first, or use another
+    ``state.dir``.
+    """
+
+
+__all__ += ["StateDirLockedError"]

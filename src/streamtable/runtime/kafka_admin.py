@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from streamtable.errors import BrokerUnreachableError, MissingSourceTopicError, StreamtableError
@@ -75,10 +76,34 @@ class KafkaAdmin:
 
     def end_offsets(self, topics: Iterable[str]) -> dict[tuple[str, int], int]:
         """The current end offset (high watermark) of every partition of ``topics``."""
-        counts = self.topic_partitions(topics)
-        request = {
-            TopicPartition(t, p): OffsetSpec.latest() for t, n in counts.items() for p in range(n)
-        }
+        return self.list_offsets(self.topic_partitions(topics), OffsetSpec.latest(), "end")
+
+    def list_offsets(
+        self, partitions: Mapping[str, int], spec: OffsetSpec, what: str = "requested"
+    ) -> dict[tuple[str, int], int]:
+        """The offset ``spec`` gives for every partition of ``{topic: partition count}``.
+
+        Parameters
+        ----------
+        partitions : Mapping[str, int]
+            Topics and their partition counts.
+        spec : OffsetSpec
+            ``OffsetSpec.earliest()``, ``.latest()`` or ``.for_timestamp(ms)`` (then -1 for a
+            partition without a record at or after the timestamp).
+        what : str
+            How to name the offset in the error message.
+
+        Returns
+        -------
+        dict
+            ``{(topic, partition): offset}``.
+
+        Raises
+        ------
+        StreamtableError
+            If the broker could not answer for a partition (naming it).
+        """
+        request = {TopicPartition(t, p): spec for t, n in partitions.items() for p in range(n)}
         if not request:
             return {}
         futures = self._admin.list_offsets(request, request_timeout=self.timeout_s)
@@ -88,6 +113,100 @@ class KafkaAdmin:
                 out[(tp.topic, tp.partition)] = fut.result().offset
             except KafkaException as e:
                 raise StreamtableError(
-                    f"Could not read the end offset of {tp.topic}-{tp.partition}: {e}"
+                    f"Could not read the {what} offset of {tp.topic}-{tp.partition}: {e}"
                 ) from None
         return out
+
+    def delete_topics(self, topics: Iterable[str]) -> None:
+        """Delete ``topics`` and wait until the broker no longer lists them.
+
+        Raises
+        ------
+        StreamtableError
+            If a deletion fails (naming the topic) or does not finish within the timeout.
+        """
+        topics = list(topics)
+        if not topics:
+            return
+        futures = self._admin.delete_topics(topics, operation_timeout=self.timeout_s)
+        for topic, fut in futures.items():
+            try:
+                fut.result()
+            except KafkaException as e:
+                raise StreamtableError(f"Could not delete topic {topic!r}: {e}") from None
+        deadline = time.monotonic() + self.timeout_s
+        while set(topics) & set(self.topic_partitions(topics)):
+            if time.monotonic() > deadline:
+                raise StreamtableError(
+                    f"Topics {topics} were still listed {self.timeout_s:g} s after their deletion."
+                )
+            time.sleep(0.1)
+
+    def consumer_groups(self) -> list[str]:
+        """The ids of every consumer group the cluster knows, sorted.
+
+        Raises
+        ------
+        StreamtableError
+            If the groups cannot be listed.
+        """
+        try:
+            result = self._admin.list_consumer_groups(request_timeout=self.timeout_s).result()
+        except KafkaException as e:
+            raise StreamtableError(f"Could not list the consumer groups: {e}") from None
+        return sorted(g.group_id for g in result.valid or [])
+
+    def delete_consumer_groups(self, group_ids: Iterable[str]) -> None:
+        """Delete the consumer groups ``group_ids`` (they must have no active members).
+
+        Raises
+        ------
+        StreamtableError
+            Naming the group that could not be deleted and the broker's reason.
+        """
+        group_ids = list(group_ids)
+        if not group_ids:
+            return
+        futures = self._admin.delete_consumer_groups(group_ids, request_timeout=self.timeout_s)
+        for group, fut in futures.items():
+            try:
+                fut.result()
+            except KafkaException as e:
+                raise StreamtableError(
+                    f"Could not delete consumer group {group!r}: {e}. Stop its consumers first."
+                ) from None
+
+    def alter_group_offsets(self, group_id: str, offsets: Mapping[tuple[str, int], int]) -> None:
+        """Set the committed offsets of consumer group ``group_id``.
+
+        Parameters
+        ----------
+        group_id : str
+            The group; it must have no active members.
+        offsets : Mapping[tuple[str, int], int]
+            ``{(topic, partition): offset}``.
+
+        Raises
+        ------
+        StreamtableError
+            If the broker refuses (e.g. the group has active members), naming the group.
+        """
+        if not offsets:
+            return
+        request = ConsumerGroupTopicPartitions(
+            group_id, [TopicPartition(t, p, off) for (t, p), off in sorted(offsets.items())]
+        )
+        futures = self._admin.alter_consumer_group_offsets(
+            [request], request_timeout=self.timeout_s
+        )
+        try:
+            for fut in futures.values():
+                result = fut.result()
+                for tp in result.topic_partitions or []:
+                    if tp.error is not None:
+                        raise KafkaException(tp.error)
+        except KafkaException as e:
+            raise StreamtableError(
+                f"Could not commit offsets to consumer group {group_id!r}: {e}. A group with "
+                "active members cannot be changed: stop its consumers first."
+            ) from None

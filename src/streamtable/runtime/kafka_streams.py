@@ -20,8 +20,10 @@ from streamtable.errors import (
     StreamsTimeoutError,
 )
 from streamtable.runtime.checkpoint import check_fingerprint
+from streamtable.runtime.group_offsets import GroupOffsetCommitter
 from streamtable.runtime.kafka_admin import KafkaAdmin
 from streamtable.runtime.progress import ProgressLedger, caught_up
+from streamtable.runtime.state_lock import StateDirLock
 from streamtable.topology.topology import Topology
 
 log = logging.getLogger("streamtable")
@@ -99,6 +101,11 @@ class KafkaStreams:
         self._spark: Any = None
         self._ledger = ProgressLedger()
 
+    #: held from start() until close() or the error state (one instance per state directory)
+    _state_dir_lock: StateDirLock | None = None
+    #: commits processed offsets to consumer group application.id (for Kafka's lag tools)
+    _group_offsets: GroupOffsetCommitter | None = None
+
     # -- state ----------------------------------------------------------------------------
 
     @property
@@ -139,18 +146,38 @@ class KafkaStreams:
             If a source or sink topic does not exist.
         TopologyError
             If the topology cannot be compiled, or differs from the one of the checkpoint.
+        StateDirLockedError
+            If another running instance uses the same ``state.dir/application.id``.
         """
         if self._state is not State.CREATED:
             raise IllegalStateError(
                 f"start() called in state {self._state.value}; it may be called once."
             )
         cfg = self.config
+        self._state_dir_lock = StateDirLock(cfg.checkpoint_dir).acquire(cfg.application_id)
+        self._group_offsets = GroupOffsetCommitter(
+            cfg.application_id, cfg.bootstrap_servers, cfg.consumer_config
+        )
+        try:
+            self._start()
+        except BaseException:
+            self._release_state_dir()
+            raise
+
+    def _start(self) -> None:
+        cfg = self.config
         admin = KafkaAdmin(
             cfg.bootstrap_servers, timeout_ms=cfg.request_timeout_ms, config=cfg.admin_config
         )
         partitions = dict(admin.require_topics(self.topology.source_topics, "Source"))
         partitions.update(admin.require_topics(self.topology.sink_topics, "Sink"))
-        check_fingerprint(Path(cfg.checkpoint_dir), self.topology, cfg.application_id)
+        check_fingerprint(
+            Path(cfg.checkpoint_dir),
+            self.topology,
+            cfg.application_id,
+            bootstrap_servers=cfg.bootstrap_servers,
+            state_dir=cfg.state_dir,
+        )
 
         from streamtable.compiler.frame import CompileContext
         from streamtable.compiler.plan import compile_topology
@@ -203,6 +230,8 @@ class KafkaStreams:
     def _watch(self) -> None:
         while not self._stop_monitor.wait(0.2):
             self._ledger.update(self._queries)
+            if self._group_offsets is not None:
+                self._group_offsets.update(self._queries)
             for q in list(self._queries):
                 exc = q.exception()
                 if exc is not None:
@@ -221,6 +250,7 @@ class KafkaStreams:
                 except Exception:  # pragma: no cover - best effort
                     pass
             self._transition(State.ERROR)
+            self._release_state_dir()
         log.error("[%s] a query failed: %s", self.config.application_id, exc)
         if self._handler is not None:
             self._handler(exc)
@@ -251,8 +281,17 @@ class KafkaStreams:
                     )
             except Exception:  # a failed query raises again on stop/await
                 pass
+        if self._group_offsets is not None:
+            self._group_offsets.update(self._queries)
+            self._group_offsets.close()
+        self._release_state_dir()
         self._transition(State.NOT_RUNNING)
         return ok
+
+    def _release_state_dir(self) -> None:
+        lock, self._state_dir_lock = self._state_dir_lock, None
+        if lock is not None:
+            lock.release()
 
     @staticmethod
     def _let_batch_finish(query: Any, deadline: float | None) -> None:
@@ -274,10 +313,24 @@ class KafkaStreams:
         ------
         IllegalStateError
             While the application is running.
+        StateDirLockedError
+            If another running instance holds the state directory.
         """
         if self._state in (State.RUNNING, State.PENDING_SHUTDOWN, State.PENDING_ERROR):
             raise IllegalStateError("cleanup() may only be called before start() or after close().")
-        shutil.rmtree(self.config.checkpoint_dir, ignore_errors=True)
+        cfg = self.config
+        if not Path(cfg.checkpoint_dir).exists():
+            return
+        lock = StateDirLock(cfg.checkpoint_dir).acquire(
+            cfg.application_id,
+            message=(
+                f"cleanup() refused: the state directory {cfg.checkpoint_dir!r} of application "
+                f"{cfg.application_id!r} is in use by a running instance (pid {{pid}}). Stop "
+                "that instance first."
+            ),
+        )
+        with lock:
+            shutil.rmtree(cfg.checkpoint_dir, ignore_errors=True)
 
     def __enter__(self) -> KafkaStreams:
         return self

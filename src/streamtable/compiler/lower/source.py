@@ -9,6 +9,7 @@ from pyspark.sql import functions as F
 from streamtable.compiler.codecs import SerdeCodec
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.errors import TopologyError
+from streamtable.runtime.starting_offsets import spark_starting_offsets
 
 if TYPE_CHECKING:
     from streamtable.topology.nodes import SourceNode
@@ -41,7 +42,7 @@ def lower_source(ctx: CompileContext, node: SourceNode) -> Frame:
         ctx.spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", cfg.bootstrap_servers)
         .option("subscribe", ",".join(node.topics))
-        .option("startingOffsets", node.auto_offset_reset or cfg.auto_offset_reset)
+        .option("startingOffsets", _starting_offsets(ctx, node))
         .option("includeHeaders", "false")
     )
     if cfg.max_offsets_per_trigger is not None:
@@ -58,3 +59,16 @@ def lower_source(ctx: CompileContext, node: SourceNode) -> Frame:
         F.col("topic"),
     )
     return Frame(df, SerdeCodec(key_serde), SerdeCodec(value_serde), pending_source=node)
+
+
+def _starting_offsets(ctx: CompileContext, node: SourceNode) -> str:
+    """Spark's ``startingOffsets``: the positions ``streamtable reset`` left, else the reset policy.
+
+    Spark reads the option only when the query has no checkpoint yet, so positions a reset
+    wrote in ``state.dir/application.id/starting-offsets.json`` apply to the first start after
+    it; partitions the file does not list start from ``auto.offset.reset``.
+    """
+    default = node.auto_offset_reset or ctx.config.auto_offset_reset
+    return spark_starting_offsets(
+        ctx.config.checkpoint_dir, node.topics, ctx.topic_partitions, default
+    )
