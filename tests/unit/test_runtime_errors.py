@@ -33,18 +33,17 @@ def test_ill_typed_config_value_is_named():
         )
 
 
-def test_exactly_once_is_refused_for_now():
-    with pytest.raises(
-        ConfigError, match=r"processing.guarantee='exactly_once_v2' is not supported"
-    ):
-        KafkaStreams(
-            topology(),
-            {
-                "application.id": "a",
-                "bootstrap.servers": "x:1",
-                "processing.guarantee": "exactly_once_v2",
-            },
-        )
+def test_exactly_once_is_accepted():
+    app = KafkaStreams(
+        topology(),
+        {
+            "application.id": "a",
+            "bootstrap.servers": "x:1",
+            "processing.guarantee": "exactly_once_v2",
+        },
+    )
+    assert app.config.processing_guarantee == "exactly_once_v2"
+    assert app._own_sink()  # transactional writes need streamtable's sink, not Spark's
 
 
 def test_unreachable_broker_errors_within_the_timeout(tmp_path):

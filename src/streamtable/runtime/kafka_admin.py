@@ -210,3 +210,30 @@ class KafkaAdmin:
                 f"Could not commit offsets to consumer group {group_id!r}: {e}. A group with "
                 "active members cannot be changed: stop its consumers first."
             ) from None
+
+    def ensure_internal_topic(self, name: str, partitions: int = 1) -> None:
+        """Create internal topic ``name`` (the broker's default replication) unless it exists.
+
+        Raises
+        ------
+        StreamtableError
+            If the topic cannot be created (e.g. no ``CREATE`` permission); says what to do.
+        """
+        if name in self.topic_partitions([name]):
+            return
+        from confluent_kafka.admin import NewTopic
+
+        futures = self._admin.create_topics(
+            [NewTopic(name, num_partitions=partitions, replication_factor=-1)],
+            request_timeout=self.timeout_s,
+        )
+        try:
+            futures[name].result()
+        except KafkaException as e:
+            if "TOPIC_ALREADY_EXISTS" in str(e) or "already exists" in str(e):
+                return
+            raise StreamtableError(
+                f"Could not create the internal topic {name!r}: {e}. Create it yourself "
+                "(1 partition) or grant the application CREATE on topics prefixed by its "
+                "application.id."
+            ) from None

@@ -12,6 +12,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from streamtable.compiler.lower.sink import TIMESTAMP_COLUMN
 from streamtable.config import StreamsConfig
 from streamtable.errors import (
     ConfigError,
@@ -22,8 +23,10 @@ from streamtable.errors import (
 from streamtable.runtime.checkpoint import check_fingerprint
 from streamtable.runtime.group_offsets import GroupOffsetCommitter
 from streamtable.runtime.kafka_admin import KafkaAdmin
+from streamtable.runtime.kafka_sink import ForeachBatchSink
 from streamtable.runtime.progress import ProgressLedger, caught_up
 from streamtable.runtime.state_lock import StateDirLock
+from streamtable.runtime.task_output import fence_transactions, marker_topic, output_spec
 from streamtable.topology.topology import Topology
 
 log = logging.getLogger("streamtable")
@@ -65,7 +68,7 @@ class KafkaStreams:
     ------
     ConfigError
         At construction, for an unknown, missing or ill-typed key, or a setting this version
-        does not support (``processing.guarantee=exactly_once_v2``, ``real_time`` trigger).
+        does not support (the ``real_time`` trigger).
 
     Notes
     -----
@@ -80,11 +83,6 @@ class KafkaStreams:
         if not isinstance(topology, Topology):
             raise TypeError(f"KafkaStreams expects a Topology; got {type(topology).__name__}.")
         self.config = StreamsConfig.from_mapping(config)
-        if self.config.processing_guarantee != "at_least_once":
-            raise ConfigError(
-                f"processing.guarantee={self.config.processing_guarantee!r} is not supported by "
-                "this version yet; use 'at_least_once' (the default)."
-            )
         if self.config.trigger == "real_time":
             raise ConfigError(
                 "streamtable.trigger='real_time' is not supported by this version yet; use "
@@ -100,6 +98,7 @@ class KafkaStreams:
         self._stop_monitor = threading.Event()
         self._spark: Any = None
         self._ledger = ProgressLedger()
+        self._sinks: list[ForeachBatchSink] = []
 
     #: held from start() until close() or the error state (one instance per state directory)
     _state_dir_lock: StateDirLock | None = None
@@ -171,6 +170,11 @@ class KafkaStreams:
         )
         partitions = dict(admin.require_topics(self.topology.source_topics, "Source"))
         partitions.update(admin.require_topics(self.topology.sink_topics, "Sink"))
+        if cfg.dead_letter_queue_topic is not None:
+            role = "Dead-letter (errors.dead.letter.queue.topic.name)"
+            partitions.update(admin.require_topics([cfg.dead_letter_queue_topic], role))
+        if cfg.processing_guarantee == "exactly_once_v2":
+            admin.ensure_internal_topic(marker_topic(cfg.application_id))
         check_fingerprint(
             Path(cfg.checkpoint_dir),
             self.topology,
@@ -189,6 +193,13 @@ class KafkaStreams:
         ctx = CompileContext(spark, cfg, self.topology.graph, topic_partitions=partitions)
         plans = compile_topology(self.topology, ctx)
         self._metric_names = list(ctx.metric_names)
+        if cfg.processing_guarantee == "exactly_once_v2":
+            stages = [f"{p.name}.sink" for p in plans if p.sink == "kafka"] + ctx.output_stages
+            source_partitions = sum(partitions[t] for t in self.topology.source_topics)
+            fence_transactions(
+                [output_spec(cfg, stage) for stage in stages],
+                max(cfg.shuffle_partitions, source_partitions),
+            )
         try:
             for plan in plans:
                 self._queries.append(self._start_query(plan))
@@ -207,8 +218,11 @@ class KafkaStreams:
         cfg = self.config
         # read by Spark when the query starts (and then fixed by its checkpoint)
         self._spark.conf.set("spark.sql.streaming.stateStore.encodingFormat", plan.state_encoding)
+        df = plan.df
+        if plan.sink == "kafka" and not self._own_sink():
+            df = df.drop(TIMESTAMP_COLUMN)  # Spark's Kafka sink cannot set record timestamps
         writer = (
-            plan.df.writeStream.queryName(f"{cfg.application_id}-{plan.name}")
+            df.writeStream.queryName(f"{cfg.application_id}-{plan.name}")
             .outputMode(plan.output_mode)
             .option("checkpointLocation", str(Path(cfg.checkpoint_dir) / plan.name))
         )
@@ -216,7 +230,11 @@ class KafkaStreams:
             writer = writer.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=f"{cfg.commit_interval_ms} milliseconds")
-        if plan.sink == "kafka":
+        if plan.sink == "kafka" and self._own_sink():
+            sink = ForeachBatchSink(output_spec(cfg, f"{plan.name}.sink"))
+            self._sinks.append(sink)
+            writer = writer.foreachBatch(sink)
+        elif plan.sink == "kafka":
             writer = writer.format("kafka").option("kafka.bootstrap.servers", cfg.bootstrap_servers)
             for k, v in cfg.producer_config.items():
                 writer = writer.option(f"kafka.{k}", str(v))
@@ -226,6 +244,13 @@ class KafkaStreams:
             "[%s] starting query %s (%s mode)", cfg.application_id, plan.name, plan.output_mode
         )
         return writer.start()
+
+    def _own_sink(self) -> bool:
+        """Whether sinks write through streamtable's producer instead of Spark's Kafka sink."""
+        cfg = self.config
+        return cfg.processing_guarantee == "exactly_once_v2" or (
+            getattr(cfg, "production_exception_handler", "fail") == "continue"
+        )
 
     def _watch(self) -> None:
         while not self._stop_monitor.wait(0.2):
@@ -405,10 +430,14 @@ class KafkaStreams:
         dict
             ``{"processed-records": int, "dropped-records": {reason: int}}``; reasons are
             ``deserialization``, ``invalid_timestamp``, ``negative_timestamp``, ``null_key``,
-            ``null_value``, ``late`` (Kafka Streams' ``dropped-records`` metric, by cause).
+            ``null_value``, ``late``, ``production`` (Kafka Streams' ``dropped-records`` metric,
+            by cause).
         """
         self._ledger.update(self._queries)
         processed, dropped = self._ledger.totals()
+        rejected = sum(s.rejected for s in self._sinks)
+        if rejected:
+            dropped["production"] = dropped.get("production", 0) + rejected
         return {"processed-records": processed, "dropped-records": dropped}
 
     @property

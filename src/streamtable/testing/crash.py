@@ -218,7 +218,7 @@ def run_crash_test(
     StreamtableError
         If the app fails to start, exits early, or does not catch up after the last kill.
     """
-    from streamtable.demo._harness import ensure_topics, read_topic
+    from streamtable.demo._harness import ensure_topics
     from streamtable.demo.flights_data import produce_records
 
     seed = random.SystemRandom().randrange(2**31) if seed is None else seed
@@ -267,39 +267,48 @@ def run_crash_test(
         raise StreamtableError(
             f"The crash app did not finish after the kills (exit {code}):\n{final.tail()}"
         )
-    _verify(
-        report,
-        read_topic(bootstrap_servers, echo),
-        read_topic(bootstrap_servers, sums),
-        read_topic(bootstrap_servers, source),
-        records,
-    )
+    verify_outputs(report, bootstrap_servers, source, echo, sums)
     report.seconds = round(time.monotonic() - t0, 1)
     return report
 
 
-def _verify(
-    report: CrashReport,
-    echo: list[tuple[bytes | None, bytes | None, int]],
-    sums: list[tuple[bytes | None, bytes | None, int]],
-    source: list[tuple[bytes | None, bytes | None, int]],
-    records: int,
-) -> None:
-    seen = Counter(struct.unpack(">q", v)[0] for _, v, _ in echo if v is not None)
-    report.echo_records = len(echo)
+def verify_outputs(
+    report: CrashReport, bootstrap_servers: str, source: str, echo: str, sums: str
+) -> CrashReport:
+    """Check the crash topology's outputs with ``read_committed`` consumers; fill ``report``.
+
+    Reading waits until every transaction on the topics has finished (a read_committed
+    consumer's position reaches the end offset), as Kafka's EOS verifier does.
+
+    Parameters
+    ----------
+    report : CrashReport
+        Its ``records`` says how many inputs (values ``0 .. records - 1``) there are.
+    bootstrap_servers, source, echo, sums : str
+        The cluster and the input, echo and sums topics of
+        :func:`streamtable.testing._crash_app.crash_topology`.
+    """
+    from streamtable.demo._harness import read_topic
+
+    records = report.records
+    echo_records = read_topic(bootstrap_servers, echo)
+    sums_records = read_topic(bootstrap_servers, sums)
+    source_records = read_topic(bootstrap_servers, source)
+    seen = Counter(struct.unpack(">q", v)[0] for _, v, _ in echo_records if v is not None)
+    report.echo_records = len(echo_records)
     report.echo_missing = sum(1 for i in range(records) if seen[i] == 0)
     report.echo_duplicates = sum(n - 1 for n in seen.values() if n > 1)
     # running sums per key, in the order the key's partition holds its records
     running: dict[bytes, list[int]] = {}
-    for k, v, _ in source:
+    for k, v, _ in source_records:
         assert k is not None and v is not None
         sums_k = running.setdefault(k, [])
         sums_k.append((sums_k[-1] if sums_k else 0) + struct.unpack(">q", v)[0])
     emitted: dict[bytes, list[int]] = {}
-    for k, v, _ in sums:
+    for k, v, _ in sums_records:
         assert k is not None and v is not None
         emitted.setdefault(k, []).append(struct.unpack(">q", v)[0])
-    report.sums_records = len(sums)
+    report.sums_records = len(sums_records)
     for k, prefix in running.items():
         got = emitted.get(k, [])
         report.sums_duplicates += len(got) - len(set(got))
@@ -311,3 +320,4 @@ def _verify(
         it = iter(prefix)
         if not all(any(x == p for p in it) for x in got):  # in order, each at most once
             report.sums_errors.append(f"{k!r}: emitted {got[:8]}... not a subsequence of sums")
+    return report

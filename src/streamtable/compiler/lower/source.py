@@ -45,6 +45,9 @@ def lower_source(ctx: CompileContext, node: SourceNode) -> Frame:
         .option("startingOffsets", _starting_offsets(ctx, node))
         .option("includeHeaders", "false")
     )
+    if cfg.processing_guarantee == "exactly_once_v2":
+        # as Kafka Streams under EOS: skip aborted and not yet committed transactional records
+        reader = reader.option("kafka.isolation.level", "read_committed")
     if cfg.max_offsets_per_trigger is not None:
         reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
     for k, v in cfg.consumer_config.items():
