@@ -21,7 +21,8 @@ def test_output_leader_killed_mid_run(spark, tmp_path):
         bs = kafka.bootstrap_servers
         run = uuid.uuid4().hex[:6]
         source, echo, sums = (f"bf-{n}-{run}" for n in ("in", "echo", "sums"))
-        isr = {"min.insync.replicas": "2"}
+        # record timestamps are from 1970: keep them from time-based retention
+        isr = {"min.insync.replicas": "2", "retention.ms": "-1"}
         for topic in (source, echo, sums):
             kafka.create_topic(topic, 2, replication_factor=3, config=isr)
         produce_records(
