@@ -7,7 +7,8 @@ It also carries each record's event time through as the Kafka record timestamp, 
 does (Spark's 4.2 connector cannot set it).
 
 The rows are those of :func:`streamtable.compiler.lower.sink.sink_frame`: ``key, value, topic``,
-optionally ``partition``, and ``ts`` (ms).
+optionally ``partition``, ``ts`` (ms) and ``src`` (the source partition a task of a stateless
+query reads: the task's stable name for the exactly-once protocol).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from streamtable.compiler.lower.sink import SOURCE_SLOT_COLUMN
+from streamtable.errors import StreamsError
 from streamtable.runtime.task_output import OutputSpec, TaskOutput
 
 RESULT_DDL = "written bigint, rejected bigint"
@@ -36,18 +39,34 @@ class PartitionWriter:
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Write every row of the task; yield the counts."""
-        out = TaskOutput(self.spec)
+        out: TaskOutput | None = None
+        slot: str | None = None
         try:
             for batch in batches:
-                if batch.num_rows == 0 or (out.produced == 0 and out.replayed):
+                if batch.num_rows == 0:
                     continue
+                slots = _slots(batch)
+                if out is None:
+                    slot = slots[0]
+                    out = TaskOutput(self.spec, slot=slot)
+                if any(s != slot for s in slots):
+                    raise StreamsError(
+                        f"A task of output stage {self.spec.stage!r} holds records of several "
+                        f"source partitions ({slot!r} and {sorted(set(slots) - {slot})}); it "
+                        "cannot be written exactly once."
+                    )
+                if out.produced == 0 and out.replayed:
+                    continue  # read the rest of the input, write nothing
                 self._write(out, batch)
-            out.close()
+            if out is not None:
+                out.close()
         except BaseException:
-            out.abort()
+            if out is not None:
+                out.abort()
             raise
+        produced, rejected = (0, 0) if out is None else (out.produced, out.rejected)
         yield pa.RecordBatch.from_pydict(
-            {"written": [out.produced], "rejected": [out.rejected]},
+            {"written": [produced], "rejected": [rejected]},
             schema=pa.schema([("written", pa.int64()), ("rejected", pa.int64())]),
         )
 
@@ -67,6 +86,16 @@ class PartitionWriter:
                 timestamp=None if ts is None else ts[i],
                 partition=None if parts is None else parts[i],
             )
+
+
+def _slots(batch: pa.RecordBatch) -> list[str | None]:
+    """The distinct source-partition names of a batch's rows (``[None]`` after a shuffle)."""
+    if SOURCE_SLOT_COLUMN not in batch.schema.names:
+        return [None]
+    import pyarrow.compute as pc
+
+    values = pc.unique(batch.column(batch.schema.names.index(SOURCE_SLOT_COLUMN))).to_pylist()
+    return values or [None]
 
 
 class ForeachBatchSink:

@@ -58,8 +58,8 @@ def marker_topic(application_id: str) -> str:
     return f"{application_id}{MARKER_TOPIC_SUFFIX}"
 
 
-def marker_group(application_id: str, stage: str, partition: int) -> str:
-    """The consumer group holding the marker of one (stage, task partition).
+def marker_group(application_id: str, stage: str, partition: int | str) -> str:
+    """The consumer group holding the marker of one (stage, task partition or slot).
 
     >>> marker_group("wordcount", "Counts-sink", 3)
     'wordcount-eos-Counts-sink-3'
@@ -67,8 +67,8 @@ def marker_group(application_id: str, stage: str, partition: int) -> str:
     return f"{application_id}-eos-{stage}-{partition}"
 
 
-def transactional_id(application_id: str, stage: str, partition: int) -> str:
-    """The ``transactional.id`` of one (stage, task partition); stable across restarts.
+def transactional_id(application_id: str, stage: str, partition: int | str) -> str:
+    """The ``transactional.id`` of one (stage, task partition or slot); stable across restarts.
 
     >>> transactional_id("wordcount", "Counts-sink", 3)
     'wordcount-Counts-sink-3'
@@ -142,11 +142,22 @@ def _production_handler(config: StreamsConfig) -> str:
 
 @dataclass(frozen=True)
 class TaskCoordinates:
-    """Which task writes: Spark's task partition, micro-batch id and query id."""
+    """Which task writes: Spark's task partition, micro-batch id and query id.
+
+    ``slot``, when set, names the task instead of its partition number: tasks reading Kafka
+    partitions directly are numbered by Spark in an order that may change when a batch is re-run
+    after a restart, so they are named after the source partition they read (``topic-p``).
+    """
 
     partition: int
     batch_id: int | None
     query_id: str | None
+    slot: str | None = None
+
+    @property
+    def name(self) -> int | str:
+        """The slot if set, else the task partition number."""
+        return self.partition if self.slot is None else self.slot
 
     @staticmethod
     def current() -> TaskCoordinates:
@@ -171,13 +182,13 @@ def _transactional_config(spec: OutputSpec, tid: str) -> dict[str, Any]:
     return conf
 
 
-def fence_transactions(specs: Sequence[OutputSpec], partitions: int) -> None:
+def fence_transactions(specs: Sequence[OutputSpec], slots: Sequence[int | str]) -> None:
     """Fence the producers of earlier runs and abort their open transactions (on start).
 
     A run killed mid-transaction leaves it open until ``transaction.timeout.ms``, and
     ``read_committed`` consumers of its topics wait for it. Kafka Streams initializes its task
-    producers on start, which aborts them; this does the same for task partitions
-    ``0 .. partitions - 1`` of every exactly-once output stage, in parallel.
+    producers on start, which aborts them; this does the same for every task partition number
+    or slot name in ``slots`` of every exactly-once output stage, in parallel.
 
     Raises
     ------
@@ -188,7 +199,7 @@ def fence_transactions(specs: Sequence[OutputSpec], partitions: int) -> None:
 
     from confluent_kafka import Producer
 
-    def fence(spec: OutputSpec, p: int) -> None:
+    def fence(spec: OutputSpec, p: int | str) -> None:
         tid = transactional_id(spec.application_id, spec.stage, p)
         producer = Producer(_transactional_config(spec, tid))
         timeout_s = spec.timeout_ms / 1000.0
@@ -199,7 +210,7 @@ def fence_transactions(specs: Sequence[OutputSpec], partitions: int) -> None:
         )
         producer.flush(0)
 
-    jobs = [(s, p) for s in specs if s.exactly_once for p in range(partitions)]
+    jobs = [(s, p) for s in specs if s.exactly_once for p in slots]
     if not jobs:
         return
     with ThreadPoolExecutor(max_workers=min(16, len(jobs))) as pool:
@@ -294,9 +305,16 @@ class TaskOutput:
     end of the task; :meth:`abort` when the task fails.
     """
 
-    def __init__(self, spec: OutputSpec, coordinates: TaskCoordinates | None = None) -> None:
+    def __init__(
+        self,
+        spec: OutputSpec,
+        coordinates: TaskCoordinates | None = None,
+        *,
+        slot: str | None = None,
+    ) -> None:
         self.spec = spec
         self._coords = coordinates
+        self._slot = slot
         self._producer: Any = None
         self._consumer: Any = None
         self._open = False
@@ -319,6 +337,8 @@ class TaskOutput:
             return
         self._open = True
         coords = self._coords or TaskCoordinates.current()
+        if self._slot is not None:
+            coords = TaskCoordinates(coords.partition, coords.batch_id, coords.query_id, self._slot)
         self._coords = coords
         if self.spec.exactly_once:
             self._open_transaction(coords)
@@ -347,7 +367,7 @@ class TaskOutput:
                 "write exactly once (processing.guarantee=exactly_once_v2)."
             )
         timeout_s = spec.timeout_ms / 1000.0
-        tid = transactional_id(spec.application_id, spec.stage, coords.partition)
+        tid = transactional_id(spec.application_id, spec.stage, coords.name)
         producer = Producer(_transactional_config(spec, tid))
         # fences every earlier producer with this id and completes its open transaction
         _with_retries(
@@ -355,7 +375,7 @@ class TaskOutput:
             timeout_s,
             lambda: producer.init_transactions(timeout_s),
         )
-        group = marker_group(spec.application_id, spec.stage, coords.partition)
+        group = marker_group(spec.application_id, spec.stage, coords.name)
         consumer = _marker_consumer(spec, group)
         topic = marker_topic(spec.application_id)
         committed = _with_retries(
@@ -380,10 +400,10 @@ class TaskOutput:
         if done:
             self._skip = True
             log.info(
-                "[%s] %s partition %d batch %d already committed: not written again",
+                "[%s] %s task %s batch %d already committed: not written again",
                 spec.application_id,
                 spec.stage,
-                coords.partition,
+                coords.name,
                 coords.batch_id,
             )
             return
@@ -520,8 +540,8 @@ class TaskOutput:
             self._producer.commit_transaction(timeout_s)
         except Exception as e:
             raise StreamsError(
-                f"Committing the transaction of output stage {self.spec.stage!r} partition "
-                f"{coords.partition} batch {coords.batch_id} failed: {e}. Nothing of it is "
+                f"Committing the transaction of output stage {self.spec.stage!r} task "
+                f"{coords.name} batch {coords.batch_id} failed: {e}. Nothing of it is "
                 "visible to read_committed consumers; the batch is retried."
             ) from e
 

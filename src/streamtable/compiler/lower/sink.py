@@ -17,6 +17,11 @@ from streamtable.topology.nodes import SinkNode
 #: Central takes only key, value, topic, partition and headers), so the runtime drops the column
 #: there and records carry the producer's send time.
 TIMESTAMP_COLUMN = "ts"
+#: The column of :func:`sink_frame` naming the source partition (``topic-partition``) a task of a
+#: stateless query reads. Spark numbers such tasks in an order that can differ when a batch is
+#: re-run after a restart, so the exactly-once writer keys its transactions and markers by this
+#: name instead of the task number. Null after a shuffle (tasks are then numbered by key hash).
+SOURCE_SLOT_COLUMN = "src"
 
 
 def sink_codecs(
@@ -51,7 +56,7 @@ def long_to_bytes(column: str) -> F.Column:
 
 
 def sink_frame(node: SinkNode, frame: Frame, key: Codec, value: Codec) -> DataFrame:
-    """The ``key, value, topic[, partition], ts`` rows a Kafka sink writes (``ts`` in ms)."""
+    """The ``key, value, topic[, partition], ts, src`` rows a Kafka sink writes (``ts`` in ms)."""
     cols = [F.col("key")]
     if frame.value_codec.native_long:
         serde = value.serde()
@@ -63,6 +68,14 @@ def sink_frame(node: SinkNode, frame: Frame, key: Codec, value: Codec) -> DataFr
     if "sink_partition" in frame.df.columns:
         cols.append(F.col("sink_partition").alias("partition"))
     cols.append(F.col("ts").alias(TIMESTAMP_COLUMN))
+    if frame.stateful or frame.shuffled:
+        cols.append(F.lit(None).cast("string").alias(SOURCE_SLOT_COLUMN))
+    else:  # a Spark task holds one source partition, but tasks are not numbered stably
+        cols.append(
+            F.concat_ws("-", F.col("topic"), F.col("partition").cast("string")).alias(
+                SOURCE_SLOT_COLUMN
+            )
+        )
     return frame.df.select(*cols)
 
 
