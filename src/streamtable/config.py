@@ -17,6 +17,8 @@ __all__ = ["StreamsConfig", "KNOWN_KEYS", "CLIENT_PREFIXES"]
 
 ProcessingGuarantee = Literal["at_least_once", "exactly_once_v2"]
 DeserializationHandler = Literal["log_and_fail", "log_and_continue"]
+ProcessingHandler = Literal["log_and_fail", "log_and_continue"]
+ProductionHandler = Literal["fail", "continue"]
 Trigger = Literal["processing_time", "available_now", "real_time"]
 OffsetReset = Literal["earliest", "latest"]
 InvalidTimestampPolicy = Literal["skip", "fail"]
@@ -134,6 +136,21 @@ _HANDLERS = {
     "org.apache.kafka.streams.errors.LogAndFailExceptionHandler": "log_and_fail",
     "org.apache.kafka.streams.errors.LogAndContinueExceptionHandler": "log_and_continue",
 }
+_KAFKA_ERRORS = "org.apache.kafka.streams.errors."
+_PROCESSING_HANDLERS = {
+    "log_and_fail": "log_and_fail",
+    "log_and_continue": "log_and_continue",
+    "LogAndFailProcessingExceptionHandler": "log_and_fail",
+    "LogAndContinueProcessingExceptionHandler": "log_and_continue",
+    _KAFKA_ERRORS + "LogAndFailProcessingExceptionHandler": "log_and_fail",
+    _KAFKA_ERRORS + "LogAndContinueProcessingExceptionHandler": "log_and_continue",
+}
+_PRODUCTION_HANDLERS = {
+    "fail": "fail",
+    "continue": "continue",
+    "DefaultProductionExceptionHandler": "fail",
+    _KAFKA_ERRORS + "DefaultProductionExceptionHandler": "fail",
+}
 _TRIGGERS = {
     "processing_time": "processing_time",
     "available_now": "available_now",
@@ -175,6 +192,40 @@ def _timestamp_policy(key: str, value: object) -> str:
     return _choice(key, value, _TIMESTAMP_POLICIES, hint)
 
 
+def _processing_handler(key: str, value: object) -> str:
+    hint = ""
+    if isinstance(value, str) and value.strip().endswith(
+        ("LogAndFailExceptionHandler", "LogAndContinueExceptionHandler")
+    ):
+        hint = (
+            " That is a deserialization handler; the processing handlers are"
+            " LogAndFailProcessingExceptionHandler and LogAndContinueProcessingExceptionHandler."
+        )
+    return _choice(key, value, _PROCESSING_HANDLERS, hint)
+
+
+def _production_handler(key: str, value: object) -> str:
+    hint = (
+        " Kafka's DefaultProductionExceptionHandler is 'fail'; custom handler classes are not"
+        " supported."
+    )
+    return _choice(key, value, _PRODUCTION_HANDLERS, hint)
+
+
+#: Kafka's rule for topic names (``org.apache.kafka.common.internals.Topic``).
+_TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+def _topic(key: str, value: object) -> str:
+    text = _str(key, value)
+    if not _TOPIC_RE.match(text) or text in (".", ".."):
+        raise ConfigError(
+            f"Config {key!r} expects a Kafka topic name: 1-249 characters from "
+            f"[a-zA-Z0-9._-], not '.' or '..'; got {text!r}"
+        )
+    return text
+
+
 def _max_offsets(key: str, value: object) -> int | None:
     return None if value is None else _int(key, value, minimum=1)
 
@@ -201,6 +252,22 @@ _KEYS: dict[str, tuple[str, _Parser, Any]] = {
         lambda k, v: _choice(k, v, _HANDLERS),
         None,
     ),
+    "processing.exception.handler": (
+        "processing_exception_handler",
+        _processing_handler,
+        "log_and_fail",
+    ),
+    "production.exception.handler": (
+        "production_exception_handler",
+        _production_handler,
+        "fail",
+    ),
+    "default.production.exception.handler": (
+        "production_exception_handler",
+        _production_handler,
+        "fail",
+    ),
+    "errors.dead.letter.queue.topic.name": ("dead_letter_queue_topic", _topic, None),
     "num.stream.threads": ("num_stream_threads", lambda k, v: _int(k, v, minimum=1), 1),
     "auto.offset.reset": ("auto_offset_reset", _offset_reset, "earliest"),
     "max.task.idle.ms": ("max_task_idle_ms", lambda k, v: _int(k, v, minimum=0, allowed=(-1,)), 0),
@@ -224,6 +291,12 @@ _KEYS: dict[str, tuple[str, _Parser, Any]] = {
         _timestamp_policy,
         "skip",
     ),
+}
+
+#: Attributes set by a key and by its deprecated ``default.``-prefixed twin -> the key to use.
+_DEPRECATED_TWINS = {
+    "deserialization_handler": "deserialization.exception.handler",
+    "production_exception_handler": "production.exception.handler",
 }
 
 #: Every exact key :meth:`StreamsConfig.from_mapping` accepts (besides ``spark.*`` and
@@ -293,7 +366,38 @@ class StreamsConfig:
         Also accepts Kafka's class names ``LogAndFailExceptionHandler`` and
         ``LogAndContinueExceptionHandler`` (short or fully qualified). The deprecated
         ``default.deserialization.exception.handler`` is accepted too; giving both with different
-        values is an error.
+        values is an error. ``log_and_continue`` skips a record whose key or value its source
+        serde cannot read, logs a warning naming topic, partition and offset, and counts it as
+        dropped ``deserialization``; ``log_and_fail`` stops the application with that error.
+        Every path from a topic (streams, tables, join and aggregation inputs) deserializes
+        key and value in the first Python stage after the source; a source read by several
+        sinks' queries is reported (counted, logged, dead-lettered) by the first one only.
+    ``processing.exception.handler`` (``"log_and_fail"`` default | ``"log_and_continue"``)
+        What happens when user code of a stateless operator raises (``filter``, ``map``,
+        ``map_values``, ``flat_map``, ``flat_map_values``, ``select_key``, ``peek``,
+        ``foreach``, ``split`` predicates, KTable ``filter``/``map_values`` read as upserts,
+        and timestamp extractors that raise):
+        stop the application with an error naming the operator and the record (Kafka Streams'
+        ``LogAndFailProcessingExceptionHandler``), or skip only that record, log a warning and
+        count it as dropped ``processing`` (``LogAndContinueProcessingExceptionHandler``).
+        Kafka's class names are accepted (short or fully qualified). User code inside stateful
+        operators (aggregators, reducers, joiners, initializers, group-by selectors, GlobalKTable
+        key selectors, foreign-key extractors) always fails the application; see
+        ``docs/error-handling.md``.
+    ``production.exception.handler`` (``"fail"`` default | ``"continue"``)
+        What happens when the producer or the broker rejects a record streamtable writes (too
+        large, invalid, ...): stop the application (Kafka Streams'
+        ``DefaultProductionExceptionHandler``, also accepted as a spelling) or skip the record
+        with a warning. Under ``exactly_once_v2`` a rejected record always aborts its task's
+        transaction. The deprecated ``default.production.exception.handler`` is accepted too.
+    ``errors.dead.letter.queue.topic.name`` (str or None; default None)
+        Kafka Streams' dead-letter queue (KIP-1034): records a handler skips or fails on
+        (deserialization and processing errors) are also written to this topic, with the
+        original key and value bytes of the source record, its timestamp, and headers
+        ``__streams.errors.exception`` / ``.message`` / ``.stacktrace`` / ``.topic`` /
+        ``.partition`` / ``.offset`` plus ``streamtable.errors.operator`` and
+        ``streamtable.errors.reason``. The topic must exist (``start()`` fails naming it).
+        Writes are transactional under ``exactly_once_v2``, at-least-once otherwise.
     ``num.stream.threads`` (int >= 1; default 1)
         Accepted for compatibility and ignored: Spark decides parallelism
         (see ``streamtable.shuffle.partitions`` and the topic partitions).
@@ -361,6 +465,9 @@ class StreamsConfig:
     default_key_serde: Serde | None = None
     default_value_serde: Serde | None = None
     deserialization_handler: DeserializationHandler = "log_and_fail"
+    processing_exception_handler: ProcessingHandler = "log_and_fail"
+    production_exception_handler: ProductionHandler = "fail"
+    dead_letter_queue_topic: str | None = None
     num_stream_threads: int = 1
     auto_offset_reset: OffsetReset = "earliest"
     max_task_idle_ms: int = 0
@@ -410,12 +517,12 @@ class StreamsConfig:
                         raise ConfigError(f"Config {key!r} is required and must not be None")
                     continue
                 value = parser(key, raw)
-                if attr == "deserialization_handler":
+                if attr in _DEPRECATED_TWINS:
                     if attr in values and values[attr] != value:
                         other = handler_source[attr]
                         raise ConfigError(
                             f"Config {key!r} ({value!r}) conflicts with {other!r} "
-                            f"({values[attr]!r}); set only 'deserialization.exception.handler'"
+                            f"({values[attr]!r}); set only {_DEPRECATED_TWINS[attr]!r}"
                         )
                     handler_source[attr] = key
                 values[attr] = value
@@ -478,7 +585,10 @@ class StreamsConfig:
         """
         out: dict[str, Any] = {}
         for key, (attr, _parser, _default) in _KEYS.items():
-            if key == "default.deserialization.exception.handler":
+            if key in (
+                "default.deserialization.exception.handler",
+                "default.production.exception.handler",
+            ):
                 continue
             out[key] = getattr(self, attr)
         out.update(self._spark_conf)

@@ -10,6 +10,7 @@ Pure Python and pyarrow: this module runs inside Spark's Python workers.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +19,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from streamtable.compiler.codecs import Codec
+from streamtable.compiler.dead_letters import (
+    DESERIALIZATION,
+    PROCESSING,
+    DeadLetter,
+    DeadLetterSpec,
+    DeadLetterWriter,
+    error_headers,
+)
 from streamtable.dsl.timestamps import (
     MAX_TIMESTAMP,
     FailOnInvalidTimestamp,
@@ -30,6 +39,8 @@ from streamtable.dsl.timestamps import (
 )
 from streamtable.errors import DeserializationError, SerializationError, StreamsError
 from streamtable.topology.nodes import RecordOpKind
+
+log = logging.getLogger("streamtable")
 
 #: Columns of every compiled frame (Spark DDL), in order.
 FRAME_DDL = (
@@ -60,6 +71,14 @@ VALUE_CHANGING = {
 _RECORD_TIMESTAMP = (RecordTimestamp, LogAndSkipOnInvalidTimestamp, FailOnInvalidTimestamp)
 
 
+def _accepts_any_bytes(codec: Codec) -> bool:
+    """Whether ``codec``'s serde deserializes any bytes (String replaces invalid UTF-8 as
+    Java does; Bytes takes them as they are), so validating with it is never needed.
+    """
+    serde = codec.serde()
+    return serde is not None and serde.kind in ("string", "bytes")
+
+
 def frame_columns(batch: pa.RecordBatch) -> tuple[list[Any], ...]:
     """The frame columns of an Arrow batch as Python lists, in :data:`FRAME_DDL` order."""
     return tuple(batch.column(i).to_pylist() for i in range(7))
@@ -75,6 +94,27 @@ class StageOp:
 
 
 @dataclass(frozen=True)
+class _Batch:
+    """The input columns of one Arrow batch a stage works on, and the dead letters it found."""
+
+    raw_k: list[Any]
+    raw_v: list[Any]
+    ts: list[Any]
+    part: list[Any]
+    off: list[Any]
+    topic: list[Any]
+    letters: list[DeadLetter]
+
+    def where(self, i: int) -> str:
+        """Input record ``i``'s coordinates, for messages."""
+        if self.topic[i] is None:
+            return "a record produced by an upstream operator (no source coordinates)"
+        return (
+            f"the record at topic {self.topic[i]!r} partition {self.part[i]} offset {self.off[i]}"
+        )
+
+
+@dataclass(frozen=True)
 class RecordStage:
     """A picklable function ``Iterator[RecordBatch] -> Iterator[RecordBatch]`` for mapInArrow.
 
@@ -85,8 +125,10 @@ class RecordStage:
     in_key, in_value, out_key, out_value : Codec
         How input and output columns are encoded.
     source_errors : {"fail", "continue"} or None
-        When the input comes straight from a topic: what to do with a record that cannot be
-        deserialized (Kafka Streams' ``LogAndFail`` / ``LogAndContinue``); ``None`` otherwise.
+        When the input comes straight from a topic: what to do with a record whose key or value
+        cannot be deserialized (Kafka Streams' ``LogAndFail`` / ``LogAndContinue``
+        deserialization handlers); ``None`` otherwise. Source stages always deserialize both
+        key and value, as Kafka Streams' source nodes do.
     timestamp_extractor : callable, optional
         ``fn(key, value, record_ts) -> ts`` applied first (source stages only).
     invalid_timestamps : {"skip", "fail"} or None
@@ -99,6 +141,34 @@ class RecordStage:
     partitioner : callable, optional
         ``fn(key, value, num_partitions) -> int | None`` for a sink; ``num_partitions`` gives
         the sink topic's partition count.
+    emit_dropped : bool
+        Append a row per reported dropped record (null key and value, a ``dropped`` reason)
+        for the caller to count.
+    processing_errors : {"fail", "continue"}
+        What to do when user code (an operation or the timestamp extractor) raises on a
+        record: stop with a :class:`StreamsError` naming the operator and the record (Kafka
+        Streams' ``LogAndFailProcessingExceptionHandler``), or skip only that record, log a
+        warning and report it as dropped ``processing`` (``LogAndContinue...``).
+    source_name : str or None
+        The source node (operator named for deserialization and timestamp-extractor errors).
+    report_source : bool
+        Whether this stage reports (counts, logs, dead-letters) the records it drops for the
+        source's sake (deserialization, invalid timestamps, extractor errors). A source read
+        by several queries is reported by the first one only; the others drop silently.
+    unreported : frozenset of str
+        Operations (node names) whose processing errors another stage already reports: such
+        records are dropped silently here.
+    dead_letters : DeadLetterSpec or None
+        Where reported skipped records go (``errors.dead.letter.queue.topic.name``); with a
+        dead-letter topic the record a ``fail`` handler stops on is written too (KIP-1034).
+
+    Notes
+    -----
+    A batch is processed with one list-level call per operation. When user code raises under
+    ``continue`` (or under ``fail``, to name the record), the failing operation is re-run
+    record by record on that batch, so the other records of the batch go on; the functions of
+    records before the failing one are then called twice (``peek``/``foreach`` are never
+    re-run: they step over the failing record instead).
     """
 
     ops: tuple[StageOp, ...]
@@ -112,6 +182,11 @@ class RecordStage:
     partitioner: Callable[..., int | None] | None = None
     num_partitions: int = 0
     emit_dropped: bool = False
+    processing_errors: str = "fail"
+    source_name: str | None = None
+    report_source: bool = True
+    unreported: frozenset[str] = frozenset()
+    dead_letters: DeadLetterSpec | None = None
     _flags: dict[str, bool] = field(default_factory=dict, compare=False, repr=False)
 
     def output_ddl(self) -> str:
@@ -140,22 +215,51 @@ class RecordStage:
         return pa.schema(fields)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        """Run the chain over Arrow batches."""
+        """Run the chain over Arrow batches; write dead letters at the end of the task."""
         schema = self._schema()
         kinds = {op.kind for op in self.ops}
         needs_key = bool(kinds & _KEY_OPS) or self.timestamp_extractor is not None
         needs_key = needs_key or self.partitioner is not None or self.in_key != self.out_key
+        # a source stage deserializes key and value to validate them (Kafka Streams' source
+        # node deserializes both), unless the serde accepts any bytes
+        validate = self.source_errors is not None
+        needs_key = needs_key or (validate and not _accepts_any_bytes(self.in_key))
         key_changed = bool(kinds & KEY_CHANGING)
         value_changed = bool(kinds & VALUE_CHANGING)
         needs_value = bool(self.ops) or self.timestamp_extractor is not None
         needs_value = needs_value or self.partitioner is not None or self.in_value != self.out_value
-        needs_value = needs_value or self.source_errors is not None
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            yield self._run_batch(
-                batch, schema, needs_key or key_changed, needs_value, key_changed, value_changed
-            )
+        needs_value = needs_value or (validate and not _accepts_any_bytes(self.in_value))
+        writer = None if self.dead_letters is None else DeadLetterWriter(self.dead_letters)
+        letters: list[DeadLetter] = []
+        slot: str | None = None
+        try:
+            for batch in batches:
+                if batch.num_rows == 0:
+                    continue
+                if slot is None and writer is not None and self.dead_letters.by_source_partition:
+                    slot = f"{batch.column(6)[0].as_py()}-{batch.column(3)[0].as_py()}"
+                out = self._run_batch(
+                    batch,
+                    schema,
+                    needs_key or key_changed,
+                    needs_value,
+                    key_changed,
+                    value_changed,
+                    letters,
+                )
+                if writer is not None and letters:
+                    writer.write(letters, slot)
+                    letters.clear()
+                yield out
+        except BaseException:
+            if writer is not None:
+                try:
+                    writer.write(letters, slot)  # the dead letter of the record that stops it
+                finally:
+                    writer.fail()
+            raise
+        if writer is not None:
+            writer.close()
 
     # -- one batch -----------------------------------------------------------------------
 
@@ -167,20 +271,19 @@ class RecordStage:
         needs_value: bool,
         key_changed: bool,
         value_changed: bool,
+        letters: list[DeadLetter],
     ) -> pa.RecordBatch:
         raw_k, raw_v, ts_in, part, off, seq_in, topic = frame_columns(batch)
+        cols = _Batch(raw_k, raw_v, ts_in, part, off, topic, letters)
         n = len(raw_k)
-        dropped: dict[int, str] = {}
+        # input rows dropped before the operations, with the reason to report (None: silent)
+        dropped: dict[int, str | None] = {}
+        # records the operations dropped (several per input row after a flat map), reported
+        failures: list[tuple[int, str]] = []
 
-        keys = (
-            self._decode(self.in_key, raw_k, "key", topic, part, off, dropped)
-            if needs_key
-            else raw_k
-        )
+        keys = self._decode(self.in_key, raw_k, "key", cols, dropped) if needs_key else raw_k
         values = (
-            self._decode(self.in_value, raw_v, "value", topic, part, off, dropped)
-            if needs_value
-            else raw_v
+            self._decode(self.in_value, raw_v, "value", cols, dropped) if needs_value else raw_v
         )
         origin = [i for i in range(n) if i not in dropped] if dropped else list(range(n))
         K = [keys[i] for i in origin]
@@ -192,16 +295,10 @@ class RecordStage:
             extract = self.timestamp_extractor
             record_ts = ts
             if type(extract) not in _RECORD_TIMESTAMP:  # those return ts as it is
-                ts = self._guard(
-                    None,
-                    lambda: [extract(k, v, t) for k, v, t in zip(K, V, ts, strict=True)],
-                    K,
-                    V,
-                    origin,
-                    topic,
-                    part,
-                    off,
-                )
+                new_ts, kept = self._extract(extract, K, V, ts, origin, cols, dropped)
+                if kept is not None:  # the extractor raised on some records: they are gone
+                    K, V, record_ts, origin = ([lst[j] for j in kept] for lst in (K, V, ts, origin))
+                ts = new_ts
             checked = [
                 t if type(t) is int and 0 <= t <= MAX_TIMESTAMP else valid_timestamp(t) for t in ts
             ]
@@ -215,7 +312,7 @@ class RecordStage:
             if bad:
                 badset = set(bad)
                 for j in bad:
-                    dropped[origin[j]] = "invalid_timestamp"
+                    dropped[origin[j]] = "invalid_timestamp" if self.report_source else None
                 keep = [j for j in range(len(K)) if j not in badset]
                 K, V, ts, origin = ([lst[j] for j in keep] for lst in (K, V, ts, origin))
         elif self.invalid_timestamps == "fail":
@@ -224,7 +321,7 @@ class RecordStage:
                 raise self._invalid_timestamp(ts[j], K[j], V[j], ts[j], origin[j], topic, part, off)
 
         for op in self.ops:
-            K, V, ts, origin, sub = self._apply(op, K, V, ts, origin, sub, topic, part, off)
+            K, V, ts, origin, sub = self._apply(op, K, V, ts, origin, sub, cols, failures)
 
         # Output columns: whatever derives from the input record goes through Arrow's take by
         # origin index (C speed); only changed keys/values are encoded from Python objects.
@@ -245,7 +342,7 @@ class RecordStage:
         out_seq = batch.column(5).take(take)
         if sub is not None:
             out_seq = pc.add(pc.multiply(out_seq, 1024), pa.array(sub, pa.int64()))
-        cols: list[pa.Array] = [
+        arrays: list[pa.Array] = [
             out_k,
             out_v,
             out_ts,
@@ -254,18 +351,24 @@ class RecordStage:
             out_seq,
             batch.column(6).take(take),
         ]
+        reported: list[tuple[int, str]] = []
         if self.emit_dropped:
-            gone = pa.array(list(dropped), pa.int64())
+            reported = [(i, r) for i, r in dropped.items() if r is not None] + failures
+            gone = pa.array([i for i, _ in reported], pa.int64())
             for c in (0, 1):
-                cols[c] = pa.concat_arrays([cols[c], pa.nulls(len(dropped), pa.binary())])
+                arrays[c] = pa.concat_arrays([arrays[c], pa.nulls(len(reported), pa.binary())])
             for c in (2, 3, 4, 5, 6):
-                cols[c] = pa.concat_arrays([cols[c], batch.column(c).take(gone)])
-            cols.append(pa.array([None] * len(origin) + list(dropped.values()), pa.string()))
+                arrays[c] = pa.concat_arrays([arrays[c], batch.column(c).take(gone)])
+            reasons = [None] * len(origin) + [r for _, r in reported]
+            arrays.append(pa.array(reasons, pa.string()))
         if self.partitioner is not None:
-            parts = self._partitions(K, V) + [None] * len(dropped if self.emit_dropped else ())
-            cols.append(pa.array(parts, pa.int32()))
+            parts = self._partitions(K, V) + [None] * len(reported)
+            arrays.append(pa.array(parts, pa.int32()))
         return pa.RecordBatch.from_arrays(
-            [c.cast(f.type) if c.type != f.type else c for c, f in zip(cols, schema, strict=True)],
+            [
+                c.cast(f.type) if c.type != f.type else c
+                for c, f in zip(arrays, schema, strict=True)
+            ],
             schema=schema,
         )
 
@@ -283,15 +386,36 @@ class RecordStage:
                 pass
         return pa.array(self._encode(codec, objs, what), pa.binary())
 
+    # -- bad records ---------------------------------------------------------------------
+
+    def _letter(
+        self, cols: _Batch, i: int, e: BaseException, operator: str, reason: str
+    ) -> DeadLetter:
+        """The dead letter of input record ``i``: its bytes when they are a user serde's (the
+        source record's own bytes in a source stage), else null key and value.
+        """
+        ts = cols.ts[i]
+        return DeadLetter(
+            key=cols.raw_k[i] if self.in_key.serde() is not None else None,
+            value=cols.raw_v[i] if self.in_value.serde() is not None else None,
+            timestamp=ts if isinstance(ts, int) and ts >= 0 else None,
+            headers=error_headers(
+                e,
+                topic=cols.topic[i],
+                partition=cols.part[i],
+                offset=cols.off[i],
+                operator=operator,
+                reason=reason,
+            ),
+        )
+
     def _decode(
         self,
         codec: Codec,
         raw: list[Any],
         what: str,
-        topic: Sequence[str],
-        part: Sequence[int],
-        off: Sequence[int],
-        dropped: dict[int, str],
+        cols: _Batch,
+        dropped: dict[int, str | None],
     ) -> list[Any]:
         try:
             return codec.decode_many(raw)
@@ -304,17 +428,148 @@ class RecordStage:
             try:
                 out.extend(codec.decode_many([d]))
             except SerializationError as e:
+                out.append(None)
+                if i in dropped:  # its key was bad already
+                    continue
+                err = DeserializationError(
+                    f"Failed to deserialize the {what} of {cols.where(i)}: {e}"
+                )
+                err.__cause__ = e
+                report = self.report_source or self.source_errors == "fail"
+                if report and self.dead_letters is not None:
+                    cols.letters.append(self._letter(cols, i, err, self._source(), DESERIALIZATION))
                 if self.source_errors == "fail":
                     raise DeserializationError(
-                        f"Failed to deserialize the {what} of the record at topic {topic[i]!r} "
-                        f"partition {part[i]} offset {off[i]}: {e}. Kafka Streams' LogAndFail "
-                        "handler stops the application; set "
-                        "'default.deserialization.exception.handler'='log_and_continue' to skip "
-                        "such records (they are counted as dropped)."
+                        f"{err}. Kafka Streams' LogAndFail handler stops the application; set "
+                        "'deserialization.exception.handler'='log_and_continue' to skip such "
+                        "records (they are counted as dropped)."
                     ) from e
-                dropped[i] = "deserialization"
-                out.append(None)
+                dropped[i] = DESERIALIZATION if self.report_source else None
+                if self.report_source:
+                    log.warning(
+                        "Skipping %s: %s (deserialization.exception.handler=log_and_continue)",
+                        cols.where(i),
+                        err,
+                    )
         return out
+
+    def _source(self) -> str:
+        return self.source_name or "source"
+
+    def _processing_error(
+        self,
+        e: Exception,
+        node: str,
+        role: str,
+        i: int,
+        cols: _Batch,
+        report: bool,
+    ) -> None:
+        """Record ``i`` made user code of ``node`` raise ``e``: raise the fail handler's error,
+        or (continue) log it and add its dead letter when this stage reports ``node``.
+        """
+        fail = self.processing_errors != "continue"
+        if self.dead_letters is not None and (report or fail):
+            cols.letters.append(self._letter(cols, i, e, node, PROCESSING))
+        if fail:
+            raise StreamsError(
+                f"User code raised {type(e).__name__}: {e} in {role} on {cols.where(i)}. "
+                "Kafka Streams' default processing exception handler (LogAndFail) stops the "
+                "application; set 'processing.exception.handler'='log_and_continue' to skip "
+                "such records (they are counted as dropped 'processing')."
+            ) from e
+        if report:
+            log.warning(
+                "Skipping %s: user code raised %s: %s in %s "
+                "(processing.exception.handler=log_and_continue)",
+                cols.where(i),
+                type(e).__name__,
+                e,
+                role,
+            )
+
+    def _one_by_one(
+        self,
+        run: Callable[..., tuple[Any, ...]],
+        inputs: tuple[list[Any] | None, ...],
+        width: int,
+        origin: list[int],
+        first: Exception,
+        node: str,
+        role: str,
+        cols: _Batch,
+        report: bool,
+    ) -> tuple[tuple[Any, ...], list[int]]:
+        """Re-run ``run`` (which raised ``first`` on the whole batch) record by record.
+
+        Returns the concatenated ``width`` outputs and the indices of the records that
+        passed. Under
+        the ``fail`` handler the first failing record raises; if none fails this time (user
+        code that is not deterministic), ``first`` does, naming the batch.
+        """
+        parts: list[tuple[Any, ...]] = []
+        kept: list[int] = []
+        for j in range(len(origin)):
+            args = tuple(None if c is None else c[j : j + 1] for c in inputs)
+            try:
+                parts.append(run(*args))
+            except StreamsError:
+                raise
+            except Exception as e:
+                self._processing_error(e, node, role, origin[j], cols, report)
+                continue
+            kept.append(j)
+        if len(kept) == len(origin) and self.processing_errors != "continue":
+            where = cols.where(origin[0]) if origin else "an empty batch"
+            raise StreamsError(
+                f"User code raised {type(first).__name__}: {first} in {role} on a batch "
+                f"starting at {where} (not again when re-run record by record). Kafka "
+                "Streams' default processing exception handler (LogAndFail) stops the "
+                "application."
+            ) from first
+        joined: list[Any] = []
+        for c in range(width):
+            pieces = [p[c] for p in parts]
+            if pieces and all(x is None for x in pieces):
+                joined.append(None)
+            else:
+                joined.append([x for piece in pieces if piece is not None for x in piece])
+        return tuple(joined), kept
+
+    def _extract(
+        self,
+        extract: Callable[..., Any],
+        K: list[Any],
+        V: list[Any],
+        ts: list[int],
+        origin: list[int],
+        cols: _Batch,
+        dropped: dict[int, str | None],
+    ) -> tuple[list[Any], list[int] | None]:
+        """The extractor's timestamps; records it raised on are dropped as ``processing``.
+
+        Returns the timestamps of the kept records and their indices (``None``: all kept).
+        """
+
+        def run(K: list[Any], V: list[Any], ts: list[int]) -> tuple[list[Any]]:
+            return ([extract(k, v, t) for k, v, t in zip(K, V, ts, strict=True)],)
+
+        try:
+            return run(K, V, ts)[0], None
+        except StreamsError:
+            raise
+        except Exception as first:
+            role = f"the timestamp extractor {describe_extractor(extract)} of {self._source()!r}"
+            (new_ts,), kept = self._one_by_one(
+                run, (K, V, ts), 1, origin, first, self._source(), role, cols, self.report_source
+            )
+        keptset = set(kept)
+        for j, i in enumerate(origin):
+            if j not in keptset:
+                dropped[i] = PROCESSING if self.report_source else None
+        return new_ts, kept
+
+    # -- ops -----------------------------------------------------------------------------
 
     def _encode(self, codec: Codec, objs: list[Any], what: str) -> list[Any]:
         try:
@@ -383,35 +638,6 @@ class RecordStage:
             f"{counter!r})."
         )
 
-    def _guard(
-        self,
-        node: str | None,
-        thunk: Callable[[], Any],
-        K: list[Any],
-        V: list[Any],
-        origin: list[int],
-        topic: Sequence[str],
-        part: Sequence[int],
-        off: Sequence[int],
-    ) -> Any:
-        try:
-            return thunk()
-        except (StreamsError, SerializationError):
-            raise
-        except Exception as e:
-            where = f" in operator {node!r}" if node else " in the timestamp extractor"
-            src = origin[0] if origin else None
-            coords = (
-                ""
-                if src is None
-                else f" (a record of batch starting at topic {topic[src]!r} partition "
-                f"{part[src]} offset {off[src]})"
-            )
-            raise StreamsError(
-                f"User code raised {type(e).__name__}: {e}{where}{coords}. Kafka Streams' "
-                "default processing exception handler (LogAndFail) stops the application."
-            ) from e
-
     def _apply(
         self,
         op: StageOp,
@@ -420,14 +646,17 @@ class RecordStage:
         ts: list[int],
         origin: list[int],
         sub: list[int] | None,
-        topic: Sequence[str],
-        part: Sequence[int],
-        off: Sequence[int],
+        cols: _Batch,
+        failures: list[tuple[int, str]],
     ) -> tuple[list[Any], list[Any], list[int], list[int], list[int] | None]:
         fn = op.fn
         kind = op.kind
+        report = op.node_name not in self.unreported
+        role = f"operator {op.node_name!r}"
 
-        def run() -> tuple[list[Any], list[Any], list[int], list[int], list[int] | None]:
+        def run(
+            K: list[Any], V: list[Any], ts: list[int], origin: list[int], sub: list[int] | None
+        ) -> tuple[list[Any], list[Any], list[int], list[int], list[int] | None]:
             if kind is RecordOpKind.FILTER:
                 keep = [j for j, (k, v) in enumerate(zip(K, V, strict=True)) if fn(k, v)]
                 return (
@@ -444,10 +673,6 @@ class RecordStage:
             if kind is RecordOpKind.MAP:
                 pairs = [fn(k, v) for k, v in zip(K, V, strict=True)]
                 return [p[0] for p in pairs], [p[1] for p in pairs], ts, origin, sub
-            if kind is RecordOpKind.PEEK:
-                for k, v in zip(K, V, strict=True):
-                    fn(k, v)
-                return K, V, ts, origin, sub
             # flat maps: whole lists per input record (C-level extends, not per-item appends)
             nk: list[Any] = []
             nv: list[Any] = []
@@ -464,11 +689,13 @@ class RecordStage:
                 if not n:
                     continue
                 if values_only:
-                    nk.extend([k] * n)
-                    nv.extend(items)
+                    ks = [k] * n
+                    vs = items
                 else:
-                    nk.extend([item[0] for item in items])
-                    nv.extend([item[1] for item in items])
+                    ks = [item[0] for item in items]
+                    vs = [item[1] for item in items]
+                nk.extend(ks)
+                nv.extend(vs)
                 nts.extend([ts[j]] * n)
                 norigin.extend([origin[j]] * n)
                 if sub is None:
@@ -478,4 +705,62 @@ class RecordStage:
                     nsub.extend(range(b, b + n))
             return nk, nv, nts, norigin, nsub
 
-        return self._guard(op.node_name, run, K, V, origin, topic, part, off)
+        if kind is RecordOpKind.PEEK:
+            return self._peek(op, K, V, ts, origin, sub, cols, failures, report, role)
+        try:
+            return run(K, V, ts, origin, sub)
+        except StreamsError:
+            raise
+        except Exception as first:
+            out, kept = self._one_by_one(
+                run, (K, V, ts, origin, sub), 5, origin, first, op.node_name, role, cols, report
+            )
+        if report:
+            keptset = set(kept)
+            failures.extend((origin[j], PROCESSING) for j in range(len(origin)) if j not in keptset)
+        return out  # type: ignore[return-value]
+
+    def _peek(
+        self,
+        op: StageOp,
+        K: list[Any],
+        V: list[Any],
+        ts: list[int],
+        origin: list[int],
+        sub: list[int] | None,
+        cols: _Batch,
+        failures: list[tuple[int, str]],
+        report: bool,
+        role: str,
+    ) -> tuple[list[Any], list[Any], list[int], list[int], list[int] | None]:
+        """``peek``/``foreach``: called once per record, stepping over a record that raises
+        (no re-run: the action has side effects).
+        """
+        fn = op.fn
+        n = len(K)
+        bad: list[int] = []
+        j = 0
+        while j < n:
+            try:
+                for j in range(j, n):  # noqa: B020 - resumes after a failing record
+                    fn(K[j], V[j])
+                j = n
+            except StreamsError:
+                raise
+            except Exception as e:
+                self._processing_error(e, op.node_name, role, origin[j], cols, report)
+                bad.append(j)
+                j += 1
+        if not bad:
+            return K, V, ts, origin, sub
+        if report:
+            failures.extend((origin[j], PROCESSING) for j in bad)
+        badset = set(bad)
+        keep = [j for j in range(n) if j not in badset]
+        return (
+            [K[j] for j in keep],
+            [V[j] for j in keep],
+            [ts[j] for j in keep],
+            [origin[j] for j in keep],
+            None if sub is None else [sub[j] for j in keep],
+        )

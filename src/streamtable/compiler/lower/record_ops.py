@@ -5,6 +5,7 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 
 from streamtable.compiler.codecs import Codec, PickleCodec
+from streamtable.compiler.dead_letters import DESERIALIZATION, PROCESSING, DeadLetterSpec
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.compiler.metrics import count_and_drop
 from streamtable.compiler.record_stage import KEY_CHANGING, VALUE_CHANGING, RecordStage, StageOp
@@ -28,7 +29,11 @@ def run_stage(
 
     Without a wish, an unchanged column keeps its encoding and a changed one is pickled
     (internal). When ``base`` is raw topic data, the stage also deserializes (and so
-    validates) it under the configured deserialization handler.
+    validates) it under the configured deserialization handler. User code of ``ops`` (and
+    the source's timestamp extractor) runs under the processing handler; records either
+    handler skips are counted as dropped (``deserialization`` / ``processing``) and written
+    to ``errors.dead.letter.queue.topic.name`` when set, by the first query lowering the
+    source or operation only.
     """
     kinds = {op.kind for op in ops}
     out_key = want_key or (PickleCodec() if kinds & KEY_CHANGING else base.key_codec)
@@ -37,11 +42,39 @@ def run_stage(
         if kinds & VALUE_CHANGING or base.value_codec.native_long
         else base.value_codec
     )
+    cfg = ctx.config
     source = base.pending_source
-    errors = ctx.config.deserialization_handler if source is not None else None
+    errors = cfg.deserialization_handler if source is not None else None
     extractor = source.timestamp_extractor if source is not None else None
-    policy = None if source is None else policy_of(extractor, ctx.config.invalid_timestamp_policy)
-    emit_dropped = errors == "log_and_continue" or (extractor is not None and policy == "skip")
+    policy = None if source is None else policy_of(extractor, cfg.invalid_timestamp_policy)
+    processing = _HANDLERS[cfg.processing_exception_handler]
+    # A source or an operation lowered by several queries (a stream feeding two sinks) runs
+    # in each; only the first reports (counts, logs, dead-letters) the records it drops.
+    report_source = source is not None and source.name not in ctx.reporting_done
+    if source is not None:
+        ctx.reporting_done.add(source.name)
+    unreported = frozenset(op.node_name for op in ops if op.node_name in ctx.reporting_done)
+    reported = [op.node_name for op in ops if op.node_name not in unreported]
+    ctx.reporting_done.update(reported)
+    emit_dropped = (
+        report_source
+        and (
+            errors == "log_and_continue"
+            or (extractor is not None and (policy == "skip" or processing == "continue"))
+        )
+    ) or (processing == "continue" and bool(reported))
+    may_write = (
+        (source is not None and (report_source or errors == "log_and_fail"))
+        or (extractor is not None and processing == "fail")
+        or (bool(ops) and (processing == "fail" or bool(reported)))
+    )
+    letters = None
+    if may_write and cfg.dead_letter_queue_topic is not None:
+        names = ([source.name] if report_source and source is not None else []) + reported
+        names += [source.name] if source is not None else []
+        names += [op.node_name for op in ops]
+        by_source_partition = not (base.stateful or base.shuffled)
+        letters = _dead_letter_spec(ctx, cfg.dead_letter_queue_topic, names[0], by_source_partition)
     stage = RecordStage(
         ops=ops,
         in_key=base.key_codec,
@@ -54,18 +87,34 @@ def run_stage(
         partitioner=partitioner,  # type: ignore[arg-type]
         num_partitions=num_partitions,
         emit_dropped=emit_dropped,
+        processing_errors=processing,
+        source_name=None if source is None else source.name,
+        report_source=report_source,
+        unreported=unreported,
+        dead_letters=letters,
     )
     df = base.df.mapInArrow(stage, stage.output_ddl())
     if emit_dropped:
-        df = count_and_drop(
-            ctx,
-            df,
-            {
-                "deserialization": F.col("dropped") == F.lit("deserialization"),
-                "invalid_timestamp": F.col("dropped") == F.lit("invalid_timestamp"),
-            },
-        ).drop("dropped")
+        reasons = (DESERIALIZATION, "invalid_timestamp", PROCESSING)
+        df = count_and_drop(ctx, df, {r: F.col("dropped") == F.lit(r) for r in reasons}).drop(
+            "dropped"
+        )
     return Frame(df, out_key, out_value, stateful=base.stateful)
+
+
+def _dead_letter_spec(
+    ctx: CompileContext, topic: str, name: str, by_source_partition: bool
+) -> DeadLetterSpec:
+    """Where a stage named after node ``name`` writes its dead letters: output stage
+    ``<query>.dlq.<name>`` (a numeric suffix when the query has another stage of that name);
+    its tasks are named after their source partition when it runs before any shuffle.
+    """
+    stage = f"dlq.{name}"
+    n = 1
+    while f"{ctx.query}.{stage}".replace(" ", "_") in ctx.output_stages:
+        n += 1
+        stage = f"dlq.{name}.{n}"
+    return DeadLetterSpec(topic, ctx.output_spec(stage), by_source_partition)
 
 
 def validated(ctx: CompileContext, frame: Frame) -> Frame:

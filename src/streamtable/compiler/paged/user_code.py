@@ -14,13 +14,17 @@ def user_code_error(
 ) -> StreamsError:
     """The error that stops the application when user code raises (Kafka Streams' default
     processing exception handler, ``LogAndFail``): names the operator, the role of the
-    function and the record's topic, partition and offset.
+    function and the record's topic, partition and offset. User code of stateful operators
+    always fails: ``processing.exception.handler=log_and_continue`` covers the stateless
+    operators only (see ``docs/error-handling.md``).
     """
     return StreamsError(
         f"User code raised {type(e).__name__}: {e} in operator {node!r} ({role}) on the "
         f"record at topic {topic!r} partition {partition} offset {offset}. "
         "Kafka Streams' default processing exception handler (LogAndFail) stops the "
-        "application."
+        "application; in streamtable user code of stateful operators (aggregators, joiners, "
+        "selectors of grouping and lookups) always does, whatever "
+        "'processing.exception.handler' says: catch the error in the function to skip records."
     )
 
 
