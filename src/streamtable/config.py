@@ -283,6 +283,7 @@ _KEYS: dict[str, tuple[str, _Parser, Any]] = {
         10 * 1024 * 1024,
     ),
     "request.timeout.ms": ("request_timeout_ms", lambda k, v: _int(k, v, minimum=1), 30000),
+    "task.timeout.ms": ("task_timeout_ms", lambda k, v: _int(k, v, minimum=0), 300000),
     "streamtable.trigger": ("trigger", lambda k, v: _choice(k, v, _TRIGGERS), "processing_time"),
     "streamtable.shuffle.partitions": ("shuffle_partitions", lambda k, v: _int(k, v, minimum=1), 4),
     "streamtable.max.offsets.per.trigger": ("max_offsets_per_trigger", _max_offsets, None),
@@ -410,6 +411,10 @@ class StreamsConfig:
     ``statestore.cache.max.bytes`` (int >= 0; default 10485760)
     ``request.timeout.ms`` (int >= 1; default 30000)
         Timeout of admin calls and of the broker reachability check.
+    ``task.timeout.ms`` (int >= 0; default 300000)
+        As in Kafka Streams: how long a query failing with transient Kafka errors (timeouts, a
+        partition without a leader, a moving coordinator) is restarted from its checkpoint
+        before the application goes to ``ERROR``. ``0`` fails at the first error.
     ``streamtable.trigger`` (``"processing_time"`` default | ``"available_now"`` | ``"real_time"``)
         Spark trigger: periodic micro-batches every ``commit.interval.ms``, process what is
         available then stop, or Spark's real-time mode.
@@ -475,6 +480,7 @@ class StreamsConfig:
     client_id: str = ""
     statestore_cache_max_bytes: int = 10 * 1024 * 1024
     request_timeout_ms: int = 30000
+    task_timeout_ms: int = 300000
     trigger: Trigger = "processing_time"
     shuffle_partitions: int = 4
     max_offsets_per_trigger: int | None = None

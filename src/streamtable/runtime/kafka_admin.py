@@ -211,7 +211,9 @@ class KafkaAdmin:
                 "active members cannot be changed: stop its consumers first."
             ) from None
 
-    def ensure_internal_topic(self, name: str, partitions: int = 1) -> None:
+    def ensure_internal_topic(
+        self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None
+    ) -> None:
         """Create internal topic ``name`` (the broker's default replication) unless it exists.
 
         Raises
@@ -224,7 +226,14 @@ class KafkaAdmin:
         from confluent_kafka.admin import NewTopic
 
         futures = self._admin.create_topics(
-            [NewTopic(name, num_partitions=partitions, replication_factor=-1)],
+            [
+                NewTopic(
+                    name,
+                    num_partitions=partitions,
+                    replication_factor=-1,
+                    config=dict(config or {}),
+                )
+            ],
             request_timeout=self.timeout_s,
         )
         try:

@@ -12,7 +12,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from streamtable.compiler.lower.sink import TIMESTAMP_COLUMN
+from streamtable.compiler.lower.sink import SOURCE_SLOT_COLUMN, TIMESTAMP_COLUMN
 from streamtable.config import StreamsConfig
 from streamtable.errors import (
     ConfigError,
@@ -25,11 +25,47 @@ from streamtable.runtime.group_offsets import GroupOffsetCommitter
 from streamtable.runtime.kafka_admin import KafkaAdmin
 from streamtable.runtime.kafka_sink import ForeachBatchSink
 from streamtable.runtime.progress import ProgressLedger, caught_up
+from streamtable.runtime.starting_offsets import pending_batch_records
 from streamtable.runtime.state_lock import StateDirLock
 from streamtable.runtime.task_output import fence_transactions, marker_topic, output_spec
 from streamtable.topology.topology import Topology
 
 log = logging.getLogger("streamtable")
+
+#: Marks of Kafka errors that go away on their own (leader elections, coordinator moves, a
+#: broker restarting); Kafka Streams retries these for task.timeout.ms.
+_TRANSIENT = (
+    "org.apache.kafka.common.errors.TimeoutException",
+    "NotLeaderOrFollowerException",
+    "LeaderNotAvailableException",
+    "NotCoordinatorException",
+    "CoordinatorNotAvailableException",
+    "NetworkException",
+    "DisconnectException",
+    "Timed out waiting for a node assignment",
+    "_TRANSPORT",
+    "_TIMED_OUT",
+    "NOT_COORDINATOR",
+    "COORDINATOR_NOT_AVAILABLE",
+    "NOT_LEADER",
+    "LEADER_NOT_AVAILABLE",
+    # a zombie of an earlier run (or attempt) took a transactional id over: the batch is re-run
+    # with a new producer, which fences the zombie in turn (Kafka Streams' TaskMigrated)
+    "fenced by a newer instance",
+    "PRODUCER_FENCED",
+)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether a failed query's error is a transient Kafka error worth a restart.
+
+    >>> is_transient(RuntimeError("org.apache.kafka.common.errors.TimeoutException: x"))
+    True
+    >>> is_transient(RuntimeError("User code raised ZeroDivisionError"))
+    False
+    """
+    text = str(exc)
+    return any(mark in text for mark in _TRANSIENT) and "User code raised" not in text
 
 
 class State(str, Enum):
@@ -99,6 +135,10 @@ class KafkaStreams:
         self._spark: Any = None
         self._ledger = ProgressLedger()
         self._sinks: list[ForeachBatchSink] = []
+        self._plans: list[Any] = []
+        self._replayed = 0
+        #: query index -> (first failure of the current streak, last restart) in monotonic s
+        self._retrying: dict[int, tuple[float, float]] = {}
 
     #: held from start() until close() or the error state (one instance per state directory)
     _state_dir_lock: StateDirLock | None = None
@@ -174,7 +214,10 @@ class KafkaStreams:
             role = "Dead-letter (errors.dead.letter.queue.topic.name)"
             partitions.update(admin.require_topics([cfg.dead_letter_queue_topic], role))
         if cfg.processing_guarantee == "exactly_once_v2":
-            admin.ensure_internal_topic(marker_topic(cfg.application_id))
+            # compacted: it holds only the writers' epoch probes (the markers are offsets)
+            admin.ensure_internal_topic(
+                marker_topic(cfg.application_id), config={"cleanup.policy": "compact"}
+            )
         check_fingerprint(
             Path(cfg.checkpoint_dir),
             self.topology,
@@ -196,13 +239,25 @@ class KafkaStreams:
         if cfg.processing_guarantee == "exactly_once_v2":
             stages = [f"{p.name}.sink" for p in plans if p.sink == "kafka"] + ctx.output_stages
             source_partitions = sum(partitions[t] for t in self.topology.source_topics)
-            fence_transactions(
-                [output_spec(cfg, stage) for stage in stages],
-                max(cfg.shuffle_partitions, source_partitions),
+            slots: list[int | str] = list(range(max(cfg.shuffle_partitions, source_partitions)))
+            slots += [f"{t}-{p}" for t in self.topology.source_topics for p in range(partitions[t])]
+            fence_transactions([output_spec(cfg, stage) for stage in stages], slots)
+        self._replayed = sum(
+            pending_batch_records(Path(cfg.checkpoint_dir) / plan.name) for plan in plans
+        )
+        if self._replayed:
+            log.warning(
+                "[%s] %d input records of an interrupted micro-batch are processed again%s",
+                cfg.application_id,
+                self._replayed,
+                " (exactly once: results already committed are not written again)"
+                if cfg.processing_guarantee == "exactly_once_v2"
+                else "; under at_least_once their results may be written twice",
             )
         try:
             for plan in plans:
                 self._queries.append(self._start_query(plan))
+                self._plans.append(plan)
         except Exception:
             for q in self._queries:
                 q.stop()
@@ -220,7 +275,8 @@ class KafkaStreams:
         self._spark.conf.set("spark.sql.streaming.stateStore.encodingFormat", plan.state_encoding)
         df = plan.df
         if plan.sink == "kafka" and not self._own_sink():
-            df = df.drop(TIMESTAMP_COLUMN)  # Spark's Kafka sink cannot set record timestamps
+            # Spark's Kafka sink cannot set record timestamps; it needs no task names
+            df = df.drop(TIMESTAMP_COLUMN, SOURCE_SLOT_COLUMN)
         writer = (
             df.writeStream.queryName(f"{cfg.application_id}-{plan.name}")
             .outputMode(plan.output_mode)
@@ -257,11 +313,48 @@ class KafkaStreams:
             self._ledger.update(self._queries)
             if self._group_offsets is not None:
                 self._group_offsets.update(self._queries)
-            for q in list(self._queries):
+            for i, q in enumerate(list(self._queries)):
                 exc = q.exception()
-                if exc is not None:
+                if exc is None:
+                    if i in self._retrying and q.recentProgress:
+                        del self._retrying[i]  # the restarted query made progress
+                    continue
+                if not self._restart_if_transient(i, exc):
                     self._fail(exc)
                     return
+
+    def _restart_if_transient(self, index: int, exc: BaseException) -> bool:
+        """Restart failed query ``index`` from its checkpoint after a transient Kafka error.
+
+        Kafka Streams retries such errors for ``task.timeout.ms`` before it fails; streamtable
+        restarts the query (its checkpoint replays the failed batch, exactly once under
+        ``exactly_once_v2``). Returns False when the error is not transient or the time is up.
+        """
+        if not is_transient(exc):
+            return False
+        now = time.monotonic()
+        first, last = self._retrying.get(index, (now, 0.0))
+        if (now - first) * 1000 > self.config.task_timeout_ms:
+            return False
+        if now - last < 1.0:
+            return True  # back off: at most one restart per second
+        with self._lock:
+            if self._state is not State.RUNNING:
+                return True
+            log.warning(
+                "[%s] query %s failed with a transient error; restarting it from its "
+                "checkpoint (task.timeout.ms=%d): %s",
+                self.config.application_id,
+                self._plans[index].name,
+                self.config.task_timeout_ms,
+                str(exc).splitlines()[0][:300],
+            )
+            try:
+                self._queries[index] = self._start_query(self._plans[index])
+            except Exception as e:  # the restart itself failed: try again later
+                log.warning("[%s] restart failed: %s", self.config.application_id, e)
+        self._retrying[index] = (first, time.monotonic())
+        return True
 
     def _fail(self, exc: BaseException) -> None:
         with self._lock:
@@ -414,7 +507,7 @@ class KafkaStreams:
         if self._error is None:
             for q in self._queries:
                 exc = q.exception()
-                if exc is not None:
+                if exc is not None and not is_transient(exc):  # transient: the monitor retries
                     self._fail(exc)
                     break
         if self._error is not None:
@@ -428,7 +521,11 @@ class KafkaStreams:
         Returns
         -------
         dict
-            ``{"processed-records": int, "dropped-records": {reason: int}}``; reasons are
+            ``{"processed-records": int, "dropped-records": {reason: int},
+            "replayed-records": int}``. ``replayed-records`` counts the input records of
+            micro-batches an earlier run left unfinished and this run processes again: under
+            ``at_least_once`` their results may be duplicated (the count bounds the duplicates
+            from the input side); under ``exactly_once_v2`` they are not. Drop reasons are
             ``deserialization``, ``invalid_timestamp``, ``negative_timestamp``, ``null_key``,
             ``null_value``, ``late``, ``production`` (Kafka Streams' ``dropped-records`` metric,
             by cause).
@@ -438,7 +535,11 @@ class KafkaStreams:
         rejected = sum(s.rejected for s in self._sinks)
         if rejected:
             dropped["production"] = dropped.get("production", 0) + rejected
-        return {"processed-records": processed, "dropped-records": dropped}
+        return {
+            "processed-records": processed,
+            "dropped-records": dropped,
+            "replayed-records": self._replayed,
+        }
 
     @property
     def queries(self) -> list[Any]:

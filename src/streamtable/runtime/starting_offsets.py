@@ -163,21 +163,70 @@ def query_checkpoint_positions(query_dir: str | os.PathLike[str]) -> Positions:
     query_dir = Path(query_dir)
     commits = _batch_ids(query_dir / "commits")
     for batch in sorted(_batch_ids(query_dir / "offsets") & commits, reverse=True):
-        lines = (query_dir / "offsets" / str(batch)).read_text(encoding="utf-8").splitlines()
-        out: Positions = {}
-        for line in lines[2:]:
-            try:
-                source = json.loads(line)
-            except ValueError:
-                continue  # "-" or a source that is not Kafka's
-            if not isinstance(source, dict):
-                continue
-            for topic, parts in source.items():
-                if isinstance(parts, dict):
-                    for p, off in parts.items():
-                        out.setdefault(topic, {})[int(p)] = int(off)
-        return out
+        return batch_positions(query_dir, batch)
     return {}
+
+
+def batch_positions(query_dir: str | os.PathLike[str], batch: int) -> Positions:
+    """The end offsets of micro-batch ``batch`` in a query's offset log (``{}`` if absent).
+
+    Parameters
+    ----------
+    query_dir : str or os.PathLike
+        A query's ``checkpointLocation``.
+    batch : int
+        The micro-batch id.
+    """
+    path = Path(query_dir) / "offsets" / str(batch)
+    if not path.is_file():
+        return {}
+    out: Positions = {}
+    for line in path.read_text(encoding="utf-8").splitlines()[2:]:
+        try:
+            source = json.loads(line)
+        except ValueError:
+            continue  # "-" or a source that is not Kafka's
+        if not isinstance(source, dict):
+            continue
+        for topic, parts in source.items():
+            if isinstance(parts, dict):
+                for p, off in parts.items():
+                    out.setdefault(topic, {})[int(p)] = int(off)
+    return out
+
+
+def pending_batch_records(query_dir: str | os.PathLike[str]) -> int:
+    """Records of the micro-batch a restart will run again (0 when none is pending).
+
+    Spark writes a batch's offsets before it runs it and its commit after; a batch with offsets
+    but no commit was interrupted, and the restart re-runs it over the same offsets. Under
+    ``at_least_once`` its results may then be written twice.
+
+    Parameters
+    ----------
+    query_dir : str or os.PathLike
+        A query's ``checkpointLocation``.
+
+    Returns
+    -------
+    int
+        The batch's record count (end minus start offsets; for a first batch, its end offsets,
+        an upper bound when the input does not start at offset 0).
+    """
+    query_dir = Path(query_dir)
+    offsets = _batch_ids(query_dir / "offsets")
+    if not offsets:
+        return 0
+    last = max(offsets)
+    if last in _batch_ids(query_dir / "commits"):
+        return 0
+    end = batch_positions(query_dir, last)
+    start = batch_positions(query_dir, last - 1) if last > 0 else {}
+    return sum(
+        max(0, off - start.get(topic, {}).get(p, 0))
+        for topic, parts in end.items()
+        for p, off in parts.items()
+    )
 
 
 def checkpoint_positions(checkpoint_dir: str | os.PathLike[str]) -> Positions:

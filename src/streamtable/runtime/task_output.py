@@ -229,9 +229,15 @@ def close_cached_clients() -> None:
     for producer in _plain_producers.values():
         producer.flush(5)
     _plain_producers.clear()
+    _txn_producers.clear()
+    _initialized_here.clear()
 
 
 _consumers: dict[tuple[str, str], Any] = {}
+#: transactional producers kept by this worker process between batches, by transactional.id
+_txn_producers: dict[str, Any] = {}
+#: ids whose kept producer was initialized in an earlier batch (its epoch must be probed)
+_initialized_here: set[str] = set()
 _plain_producers: dict[tuple[tuple[str, str], ...], Any] = {}
 
 
@@ -320,6 +326,7 @@ class TaskOutput:
         self._open = False
         self._skip = False
         self._errors: list[str] = []
+        self._tid = ""
         self.produced = 0
         #: records skipped by ``production.exception.handler=continue``
         self.rejected = 0
@@ -358,56 +365,113 @@ class TaskOutput:
         return producer
 
     def _open_transaction(self, coords: TaskCoordinates) -> None:
-        from confluent_kafka import Producer, TopicPartition
-
         spec = self.spec
         if coords.batch_id is None or coords.query_id is None:
             raise StreamsError(
                 f"Output stage {spec.stage!r} runs outside a streaming micro-batch, so it cannot "
                 "write exactly once (processing.guarantee=exactly_once_v2)."
             )
-        timeout_s = spec.timeout_ms / 1000.0
         tid = transactional_id(spec.application_id, spec.stage, coords.name)
-        producer = Producer(_transactional_config(spec, tid))
-        # fences every earlier producer with this id and completes its open transaction
+        self._tid = tid
+        self._consumer = _marker_consumer(
+            spec, marker_group(spec.application_id, spec.stage, coords.name)
+        )
+        # a producer this worker process kept from an earlier batch (Kafka Streams keeps one per
+        # task); it is taken out of the cache while this task uses it
+        producer = _txn_producers.pop(tid, None)
+        if producer is None:
+            producer = self._initialized_producer(tid)
+        if self._already_committed(coords):
+            _txn_producers[tid] = producer
+            self._skip = True
+            return
+        if not self._begin(producer, probe=tid in _initialized_here):
+            # fenced: another producer with this id took over since; start afresh
+            producer = self._initialized_producer(tid)
+            if self._already_committed(coords):
+                _txn_producers[tid] = producer
+                self._skip = True
+                return
+            self._begin(producer, probe=False)
+        _initialized_here.add(tid)
+        self._producer = producer
+
+    def _initialized_producer(self, tid: str) -> Any:
+        """A new producer for ``tid``; ``init_transactions`` fences every earlier one."""
+        from confluent_kafka import Producer
+
+        timeout_s = self.spec.timeout_ms / 1000.0
+        producer = Producer(_transactional_config(self.spec, tid))
         _with_retries(
             f"init_transactions of {tid!r}",
             timeout_s,
             lambda: producer.init_transactions(timeout_s),
         )
-        group = marker_group(spec.application_id, spec.stage, coords.name)
-        consumer = _marker_consumer(spec, group)
+        _initialized_here.discard(tid)
+        return producer
+
+    def _already_committed(self, coords: TaskCoordinates) -> bool:
+        """Whether the marker says this task's batch is committed (a replay: write nothing)."""
+        from confluent_kafka import TopicPartition
+
+        spec = self.spec
+        timeout_s = spec.timeout_ms / 1000.0
         topic = marker_topic(spec.application_id)
+        consumer = self._consumer
         committed = _with_retries(
-            f"reading marker of {group!r}",
+            f"reading the exactly-once marker of {spec.stage!r} task {coords.name}",
             timeout_s,
             lambda: consumer.committed([TopicPartition(topic, 0)], timeout=timeout_s),
         )
         mark = committed[0] if committed else None
         if mark is not None and mark.error is not None:
             raise StreamsError(
-                f"Reading the exactly-once marker of {group!r} failed: {mark.error}. Does the "
-                f"internal topic {topic!r} exist?"
+                f"Reading the exactly-once marker of {spec.stage!r} task {coords.name} failed: "
+                f"{mark.error}. Does the internal topic {topic!r} exist?"
             )
         done = (
             mark is not None
             and mark.offset >= 0
             and mark.metadata == coords.query_id
+            and coords.batch_id is not None
             and mark.offset - 1 >= coords.batch_id
         )
-        self._producer = producer
-        self._consumer = consumer
         if done:
-            self._skip = True
             log.info(
-                "[%s] %s task %s batch %d already committed: not written again",
+                "[%s] %s task %s batch %s already committed: not written again",
                 spec.application_id,
                 spec.stage,
                 coords.name,
                 coords.batch_id,
             )
-            return
-        producer.begin_transaction()
+        return done
+
+    def _begin(self, producer: Any, *, probe: bool) -> bool:
+        """Begin a transaction; with ``probe``, prove the producer still holds its epoch.
+
+        A kept producer may have been fenced by a producer another worker process started
+        for the same id. The probe — one record to the compacted marker topic, flushed — fails
+        then, before any of the task's input is consumed. Returns False when fenced.
+        """
+        try:
+            producer.begin_transaction()
+            if not probe:
+                return True
+            errors: list[Any] = []
+            producer.produce(
+                marker_topic(self.spec.application_id),
+                key=self._tid.encode(),
+                value=b"",
+                partition=0,
+                on_delivery=lambda err, _msg: errors.append(err) if err else None,
+            )
+            left = producer.flush(self.spec.timeout_ms / 1000.0)
+            if left or errors:
+                raise StreamsError(f"probe failed: {errors[0] if errors else 'timeout'}")
+            return True
+        except Exception as e:
+            log.info("[%s] producer %s fenced (%s)", self.spec.application_id, self._tid, e)
+            return False
 
     # -- writing -------------------------------------------------------------------------
 
@@ -523,6 +587,7 @@ class TaskOutput:
         except BaseException:
             self.abort()
             raise
+        _txn_producers[self._tid] = self._producer  # kept for the task's next batch
         self._producer = None
 
     def _commit_with_marker(self, timeout_s: float) -> None:

@@ -6,6 +6,9 @@ the Spark JVM and Spark's Python workers — and is killed with ``SIGKILL`` at r
 while it processes, then restarted from its checkpoint. After the last kill it runs until it has
 caught up, and a ``read_committed`` consumer checks the outputs record by record:
 
+The kill takes the whole process tree: the application's process group and Spark's Python
+worker daemon, which runs in a process group of its own.
+
 * the echo topic holds every input sequence number exactly once;
 * the sums topic's values for each key are a strictly increasing subsequence of the key's
   running sums (in the order its partition holds the input), none emitted twice, and the last
@@ -122,12 +125,25 @@ class _App:
         )
 
     def kill(self) -> None:
-        """SIGKILL the whole process group and wait until it is gone."""
+        """SIGKILL the whole process group and every descendant, and wait until all are gone.
+
+        Spark's Python worker daemon puts itself and its workers in a process group of their
+        own, so killing the application's group alone would leave them running as zombies.
+        """
+        tree = _descendants(self.proc.pid)
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        for pid in tree:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         self.proc.wait(timeout=60)
+        deadline = time.monotonic() + 30
+        while any(_alive(pid) for pid in tree) and time.monotonic() < deadline:
+            time.sleep(0.05)
         deadline = time.monotonic() + 30
         while _group_alive(self.proc.pid) and time.monotonic() < deadline:
             try:
@@ -147,6 +163,36 @@ class _App:
     def tail(self, n: int = 30) -> str:
         lines = self.log_path.read_text(errors="replace").splitlines()
         return "\n".join(lines[-n:])
+
+
+def _descendants(root: int) -> list[int]:
+    """Every process below ``root`` (from ``/proc``), at the time of the call."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                ppid = int(f.read().decode(errors="replace").rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(name))
+    out: list[int] = []
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().decode(errors="replace").rsplit(")", 1)[1].split()[0]
+        return state != "Z"
+    except OSError:
+        return False
 
 
 def _group_alive(pgid: int) -> bool:

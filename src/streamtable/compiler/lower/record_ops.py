@@ -99,7 +99,7 @@ def run_stage(
         df = count_and_drop(ctx, df, {r: F.col("dropped") == F.lit(r) for r in reasons}).drop(
             "dropped"
         )
-    return Frame(df, out_key, out_value, stateful=base.stateful)
+    return Frame(df, out_key, out_value, stateful=base.stateful, shuffled=base.shuffled)
 
 
 def _dead_letter_spec(
