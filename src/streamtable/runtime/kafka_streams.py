@@ -305,7 +305,7 @@ class KafkaStreams:
         """Whether sinks write through streamtable's producer instead of Spark's Kafka sink."""
         cfg = self.config
         return cfg.processing_guarantee == "exactly_once_v2" or (
-            getattr(cfg, "production_exception_handler", "fail") == "continue"
+            cfg.production_exception_handler == "continue"
         )
 
     def _watch(self) -> None:
@@ -527,8 +527,8 @@ class KafkaStreams:
             ``at_least_once`` their results may be duplicated (the count bounds the duplicates
             from the input side); under ``exactly_once_v2`` they are not. Drop reasons are
             ``deserialization``, ``invalid_timestamp``, ``negative_timestamp``, ``null_key``,
-            ``null_value``, ``late``, ``production`` (Kafka Streams' ``dropped-records`` metric,
-            by cause).
+            ``null_value``, ``late``, ``processing``, ``production`` (Kafka Streams'
+            ``dropped-records`` metric, by cause).
         """
         self._ledger.update(self._queries)
         processed, dropped = self._ledger.totals()

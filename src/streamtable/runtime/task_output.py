@@ -130,14 +130,9 @@ def output_spec(config: StreamsConfig, stage: str) -> OutputSpec:
         stage=stage.replace(" ", "_"),
         producer_config=producer,
         guarantee=config.processing_guarantee,
-        production_handler=_production_handler(config),
+        production_handler=config.production_exception_handler,
         timeout_ms=max(config.request_timeout_ms, 30000),
     )
-
-
-def _production_handler(config: StreamsConfig) -> str:
-    handler = str(getattr(config, "production_exception_handler", "fail"))
-    return "continue" if handler == "continue" else "fail"
 
 
 @dataclass(frozen=True)
