@@ -40,7 +40,6 @@ import logging
 import math
 import os
 import shutil
-import signal
 import statistics
 import struct
 import subprocess
@@ -651,22 +650,11 @@ class _ChildApp:
             time.sleep(0.1)
 
     def kill(self) -> float:
-        """SIGKILL the process group; the wall time of the kill."""
-        from streamtable.testing.crash import _group_alive
+        """SIGKILL the app's process tree; the wall time of the kill."""
+        from streamtable.testing.crash import kill_process_tree
 
         t = time.time()
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait(timeout=60)
-        deadline = time.monotonic() + 30
-        while _group_alive(self.proc.pid) and time.monotonic() < deadline:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                break
-            time.sleep(0.05)
+        kill_process_tree(self.proc)
         self._log.close()
         return t
 

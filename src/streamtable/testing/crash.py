@@ -125,32 +125,8 @@ class _App:
         )
 
     def kill(self) -> None:
-        """SIGKILL the whole process group and every descendant, and wait until all are gone.
-
-        Spark's Python worker daemon puts itself and its workers in a process group of their
-        own, so killing the application's group alone would leave them running as zombies.
-        """
-        tree = _descendants(self.proc.pid)
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        for pid in tree:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        self.proc.wait(timeout=60)
-        deadline = time.monotonic() + 30
-        while any(_alive(pid) for pid in tree) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        deadline = time.monotonic() + 30
-        while _group_alive(self.proc.pid) and time.monotonic() < deadline:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                break
-            time.sleep(0.05)
+        """SIGKILL the app's whole process tree and wait until it is gone."""
+        kill_process_tree(self.proc)
         self._log.close()
 
     def wait(self, timeout: float) -> int:
@@ -163,6 +139,35 @@ class _App:
     def tail(self, n: int = 30) -> str:
         lines = self.log_path.read_text(errors="replace").splitlines()
         return "\n".join(lines[-n:])
+
+
+def kill_process_tree(proc: subprocess.Popen[Any]) -> None:
+    """SIGKILL ``proc``'s process group and every descendant; wait until all are gone.
+
+    ``proc`` must lead its own process group (``start_new_session=True``). Spark's Python
+    worker daemon puts itself and its workers in a process group of their own, so killing the
+    group alone would leave them running as zombies.
+    """
+    tree = _descendants(proc.pid)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    for pid in tree:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait(timeout=60)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (
+        _group_alive(proc.pid) or any(_alive(pid) for pid in tree)
+    ):
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        time.sleep(0.05)
 
 
 def _descendants(root: int) -> list[int]:
