@@ -289,6 +289,25 @@ def _with_retries(what: str, timeout_s: float, call: Any) -> Any:
             delay = min(delay * 2, 1.0)
 
 
+def _fatal(spec: OutputSpec, e: BaseException) -> StreamsError:
+    """A :class:`StreamsError` for a producer's fatal error, naming its cause.
+
+    confluent-kafka raises a fatal error (such as being fenced by a newer producer with the same
+    ``transactional.id``) as a ``SystemError`` from the next call into it, with the real
+    ``KafkaException`` as its cause; the message carries both, so that the runtime recognizes
+    fencing (and re-runs the batch) by the message.
+    """
+    parts: list[str] = []
+    cur: BaseException | None = e
+    while cur is not None and len(parts) < 4:
+        parts.append(f"{type(cur).__name__}: {cur}")
+        cur = cur.__cause__ or cur.__context__
+    text = " <- ".join(parts)
+    if "FENCED" in text.upper():
+        text += " (fenced by a newer instance)"
+    return StreamsError(f"The producer of output stage {spec.stage!r} failed: {text}")
+
+
 class TaskOutput:
     """The records one Spark task writes to Kafka for one output stage (see the module).
 
@@ -521,11 +540,19 @@ class TaskOutput:
             except BufferError:
                 self._producer.poll(0.05)
             except KafkaException as e:
+                err = e.args[0] if e.args else None
+                if getattr(err, "fatal", lambda: False)():
+                    raise _fatal(self.spec, e) from e
                 self._reject(topic, str(e))
                 return
+            except SystemError as e:  # confluent-kafka reports a fatal error this way
+                raise _fatal(self.spec, e) from e
         self.produced += 1
         if self.produced % 10000 == 0:
-            self._producer.poll(0)
+            try:
+                self._producer.poll(0)
+            except (SystemError, KafkaException) as e:
+                raise _fatal(self.spec, e) from e
 
     def _reject(self, topic: str, error: str) -> None:
         if self.spec.production_handler == "continue":
@@ -556,6 +583,8 @@ class TaskOutput:
             exactly-once, where a failed send aborts the whole transaction), or the commit fails;
             the transaction is aborted first, so nothing of this task becomes visible.
         """
+        from confluent_kafka import KafkaException
+
         if not self._open or self._producer is None:
             return
         spec = self.spec
@@ -572,7 +601,10 @@ class TaskOutput:
             self._producer = None
             return
         try:
-            remaining = self._producer.flush(timeout_s)
+            try:
+                remaining = self._producer.flush(timeout_s)
+            except (SystemError, KafkaException) as e:
+                raise _fatal(self.spec, e) from e
             if remaining:
                 raise StreamsError(
                     f"{remaining} records to Kafka were not delivered within {timeout_s:g} s."
