@@ -10,9 +10,32 @@ from datetime import timedelta
 from _support import produce_records
 from streamtable import KafkaStreams
 from streamtable.broker import EmbeddedKafka
-from streamtable.demo._harness import read_topic
 from streamtable.testing._crash_app import crash_topology
 from streamtable.testing.crash import CrashReport, verify_outputs
+
+
+def _first_committed_record(bootstrap: str, topic: str, timeout_s: float) -> bool:
+    """Block until a read_committed consumer receives a record of ``topic`` (or time is up)."""
+    from confluent_kafka import Consumer
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bf-probe-{uuid.uuid4().hex}",
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
+    consumer.subscribe([topic])
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(max(0.1, deadline - time.monotonic()))  # blocks until a record
+            if msg is not None and msg.error() is None:
+                return True
+        return False
+    finally:
+        consumer.close()
 
 
 def test_output_leader_killed_mid_run(spark, tmp_path):
@@ -44,10 +67,7 @@ def test_output_leader_killed_mid_run(spark, tmp_path):
         )
         app.start()
         try:
-            deadline = time.monotonic() + 180
-            while not read_topic(bs, echo):  # wait for the first committed output
-                assert time.monotonic() < deadline, "no output within 180 s"
-                time.sleep(0.2)
+            assert _first_committed_record(bs, echo, timeout_s=180), "no output within 180 s"
             victim = kafka.leader_of(echo, 0)
             kafka.kill_broker(victim)
             app.await_caught_up(timeout=timedelta(minutes=5))

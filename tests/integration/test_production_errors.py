@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+import threading
 from datetime import timedelta
 
 import pytest
@@ -51,13 +51,13 @@ def test_fail_stops_the_app_naming_the_topic(kafka_broker, spark, topic_name, ap
         **{"processing.guarantee": "exactly_once_v2", "producer.message.max.bytes": 10000}
     )
     app = KafkaStreams(_topology(src, out), cfg)
+    failed = threading.Event()  # the handler runs once the state is ERROR
+    app.set_uncaught_exception_handler(lambda _exc: failed.set())
     app.start()
     try:
         with pytest.raises(StreamsError, match=f"Producing to topic '{out}' failed"):
             app.await_caught_up(timeout=timedelta(minutes=2))
-        deadline = time.monotonic() + 30
-        while app.state.value != "ERROR" and time.monotonic() < deadline:
-            time.sleep(0.1)
+        assert failed.wait(30)
         assert app.state.value == "ERROR"
     finally:
         app.close()

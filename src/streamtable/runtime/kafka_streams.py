@@ -27,7 +27,7 @@ from streamtable.runtime.kafka_sink import ForeachBatchSink
 from streamtable.runtime.progress import ProgressLedger, caught_up
 from streamtable.runtime.starting_offsets import pending_batch_records
 from streamtable.runtime.state_lock import StateDirLock
-from streamtable.runtime.task_output import fence_transactions, marker_topic, output_spec
+from streamtable.runtime.task_output import output_spec, prepare_exactly_once
 from streamtable.topology.topology import Topology
 
 log = logging.getLogger("streamtable")
@@ -213,11 +213,6 @@ class KafkaStreams:
         if cfg.dead_letter_queue_topic is not None:
             role = "Dead-letter (errors.dead.letter.queue.topic.name)"
             partitions.update(admin.require_topics([cfg.dead_letter_queue_topic], role))
-        if cfg.processing_guarantee == "exactly_once_v2":
-            # compacted: it holds only the writers' epoch probes (the markers are offsets)
-            admin.ensure_internal_topic(
-                marker_topic(cfg.application_id), config={"cleanup.policy": "compact"}
-            )
         check_fingerprint(
             Path(cfg.checkpoint_dir),
             self.topology,
@@ -237,11 +232,12 @@ class KafkaStreams:
         plans = compile_topology(self.topology, ctx)
         self._metric_names = list(ctx.metric_names)
         if cfg.processing_guarantee == "exactly_once_v2":
-            stages = [f"{p.name}.sink" for p in plans if p.sink == "kafka"] + ctx.output_stages
-            source_partitions = sum(partitions[t] for t in self.topology.source_topics)
-            slots: list[int | str] = list(range(max(cfg.shuffle_partitions, source_partitions)))
-            slots += [f"{t}-{p}" for t in self.topology.source_topics for p in range(partitions[t])]
-            fence_transactions([output_spec(cfg, stage) for stage in stages], slots)
+            prepare_exactly_once(
+                admin,
+                cfg,
+                [f"{p.name}.sink" for p in plans if p.sink == "kafka"] + ctx.output_stages,
+                {t: partitions[t] for t in self.topology.source_topics},
+            )
         self._replayed = sum(
             pending_batch_records(Path(cfg.checkpoint_dir) / plan.name) for plan in plans
         )

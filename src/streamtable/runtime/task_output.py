@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,7 @@ from streamtable.errors import StreamsError
 
 if TYPE_CHECKING:
     from streamtable.config import StreamsConfig
+    from streamtable.runtime.kafka_admin import KafkaAdmin
 
 log = logging.getLogger("streamtable")
 
@@ -175,6 +176,35 @@ def _transactional_config(spec: OutputSpec, tid: str) -> dict[str, Any]:
     conf.setdefault("transaction.timeout.ms", 60000)
     conf.update({"transactional.id": tid, "enable.idempotence": True})
     return conf
+
+
+def prepare_exactly_once(
+    admin: KafkaAdmin,
+    config: StreamsConfig,
+    stages: Sequence[str],
+    source_partitions: Mapping[str, int],
+) -> None:
+    """Start-up of an ``exactly_once_v2`` application: marker topic, then fencing.
+
+    Creates the marker topic (compacted: it holds only the writers' epoch probes; the markers
+    themselves are group offsets) and fences every task of every output stage in ``stages``:
+    task numbers ``0 .. max(shuffle partitions, source partitions) - 1`` and the source
+    partition names (``topic-p``) of tasks that read Kafka directly.
+
+    Raises
+    ------
+    StreamtableError
+        If the marker topic cannot be created.
+    StreamsError
+        If a producer cannot be initialized.
+    """
+    admin.ensure_internal_topic(
+        marker_topic(config.application_id), config={"cleanup.policy": "compact"}
+    )
+    numbered = max(config.shuffle_partitions, sum(source_partitions.values()))
+    slots: list[int | str] = list(range(numbered))
+    slots += [f"{t}-{p}" for t, n in source_partitions.items() for p in range(n)]
+    fence_transactions([output_spec(config, stage) for stage in stages], slots)
 
 
 def fence_transactions(specs: Sequence[OutputSpec], slots: Sequence[int | str]) -> None:
