@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 from streamtable.compiler.codecs import Codec
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import DataFrame, SparkSession
 
     from streamtable.config import StreamsConfig
@@ -47,6 +49,25 @@ class Frame:
         return replace(self, **changes)
 
 
+@dataclass(frozen=True)
+class StoreLocation:
+    """Where a state store's contents are in a query's checkpoint, and how to decode them.
+
+    Attributes
+    ----------
+    query : str
+        The query (checkpoint sub-folder) holding the state.
+    kind : str
+        ``"native_count"``: Spark's aggregation state (key ``key`` binary, value ``count``).
+    key_codec : Codec
+        Decodes the stored keys.
+    """
+
+    query: str
+    kind: str
+    key_codec: Codec
+
+
 @dataclass
 class CompileContext:
     """What lowering needs besides the graph: Spark, the configuration, topic metadata."""
@@ -67,6 +88,15 @@ class CompileContext:
     #: stable ids of the output stages that write to Kafka from Python tasks (late records,
     #: dead letters); the runtime fences their earlier transactions on start
     output_stages: list[str] = field(default_factory=list)
+    #: replaces Spark's Kafka source (the TopologyTestDriver's in-memory topics): called with
+    #: the source node, returns a streaming DataFrame with the Kafka source's columns
+    #: ``key, value`` (binary), ``timestamp``, ``partition``, ``offset``, ``topic``
+    source_factory: Callable[[SourceNode], DataFrame] | None = None
+    #: store name -> where its state lives (for reading it between micro-batches: the
+    #: TopologyTestDriver's ``get_key_value_store``); registered by the lowering modules
+    stores: dict[str, StoreLocation] = field(default_factory=dict)
+    #: sinks keep the input coordinates of their rows (``sink.ORDER_COLUMNS``)
+    order_columns: bool = False
     _counter: int = 0
 
     def output_spec(self, stage: str) -> OutputSpec:

@@ -192,7 +192,11 @@ class Lowerer:
                 frame = convert(self.ctx, frame, key, value)
         mode = "update" if frame.stateful else "append"
         return QueryPlan(
-            node.name, sink_frame(node, frame, key, value), "kafka", mode, self._encoding()
+            node.name,
+            sink_frame(node, frame, key, value, order_columns=self.ctx.order_columns),
+            "kafka",
+            mode,
+            self._encoding(),
         )
 
     def foreach(self, node: RecordOpNode) -> QueryPlan:

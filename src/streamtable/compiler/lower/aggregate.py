@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from streamtable.compiler.aggregate_processor import OUTPUT_DDL, AggregateProcessor, AggregateSpec
 from streamtable.compiler.codecs import Codec, LongColumnCodec, PickleCodec
-from streamtable.compiler.frame import CompileContext, Frame
+from streamtable.compiler.frame import CompileContext, Frame, StoreLocation
 from streamtable.compiler.metrics import count_and_drop
 from streamtable.compiler.pack_stage import PackStage
 from streamtable.errors import TopologyError
@@ -52,6 +52,9 @@ def lower_aggregate(ctx: CompileContext, node: AggregateNode, parent: Frame) -> 
 
     if agg.native == "count":
         ctx.uses_native_state = True
+        ctx.stores.setdefault(
+            node.store_name, StoreLocation(ctx.query, "native_count", parent.key_codec)
+        )
         out = _changelog_columns(
             df.groupBy("key").agg(F.count(F.lit(1)).alias("value"), F.max("ts").alias("ts"))
         )

@@ -55,7 +55,16 @@ def long_to_bytes(column: str) -> F.Column:
     return F.unhex(F.lpad(F.hex(F.col(column)), 16, "0"))
 
 
-def sink_frame(node: SinkNode, frame: Frame, key: Codec, value: Codec) -> DataFrame:
+#: Columns :func:`sink_frame` adds with ``order_columns=True`` (the TopologyTestDriver): the
+#: coordinates of the input record a row derives from and its ``seq`` (e.g. a table
+#: re-grouping's subtraction before its addition), to put one micro-batch's rows in processing
+#: order.
+ORDER_COLUMNS = ("_order_partition", "_order_offset", "_order_seq")
+
+
+def sink_frame(
+    node: SinkNode, frame: Frame, key: Codec, value: Codec, *, order_columns: bool = False
+) -> DataFrame:
     """The ``key, value, topic[, partition], ts, src`` rows a Kafka sink writes (``ts`` in ms)."""
     cols = [F.col("key")]
     if frame.value_codec.native_long:
@@ -76,6 +85,9 @@ def sink_frame(node: SinkNode, frame: Frame, key: Codec, value: Codec) -> DataFr
                 SOURCE_SLOT_COLUMN
             )
         )
+    if order_columns:
+        for name, col in zip(ORDER_COLUMNS, ("partition", "offset", "seq"), strict=True):
+            cols.append(F.col(col).alias(name))
     return frame.df.select(*cols)
 
 

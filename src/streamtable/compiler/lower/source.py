@@ -12,6 +12,9 @@ from streamtable.errors import TopologyError
 from streamtable.runtime.starting_offsets import spark_starting_offsets
 
 if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from streamtable.serde import Serde
     from streamtable.topology.nodes import SourceNode
 
 
@@ -38,6 +41,8 @@ def lower_source(ctx: CompileContext, node: SourceNode) -> Frame:
                 f"Source {node.name!r} (topics {list(node.topics)}) has no {what} serde: pass "
                 f"{what}_serde= to StreamsBuilder.stream() or set {conf!r} in the config."
             )
+    if ctx.source_factory is not None:  # in-memory topics (TopologyTestDriver)
+        return _frame(ctx.source_factory(node), node, key_serde, value_serde)
     reader = (
         ctx.spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", cfg.bootstrap_servers)
@@ -52,7 +57,12 @@ def lower_source(ctx: CompileContext, node: SourceNode) -> Frame:
         reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
     for k, v in cfg.consumer_config.items():
         reader = reader.option(f"kafka.{k}", str(v))
-    df = reader.load().select(
+    return _frame(reader.load(), node, key_serde, value_serde)
+
+
+def _frame(raw: DataFrame, node: SourceNode, key_serde: Serde, value_serde: Serde) -> Frame:
+    """The source frame over the Kafka source's columns."""
+    df = raw.select(
         F.col("key"),
         F.col("value"),
         F.unix_millis(F.col("timestamp")).alias("ts"),
