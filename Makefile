@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PYTEST_ARGS ?=
 
-.PHONY: install demo wordcount test unit lint bench clean
+.PHONY: install demo wordcount test unit lint docs bench clean
 
 $(VENV)/.installed: pyproject.toml
 	bash scripts/ensure-jvm-tools.sh
@@ -32,6 +32,10 @@ unit: install
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check src tests
+
+## build the documentation site into build/site (mkdocs.yml; fails on any warning)
+docs: install
+	$(BIN)/mkdocs build --strict -q
 
 bench: install
 	$(BIN)/python bench/run.py

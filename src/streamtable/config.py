@@ -348,97 +348,102 @@ class StreamsConfig:
 
     Keys
     ----
-    ``application.id`` (required, str)
-        Identifies the application: consumer group id, prefix of internal topics, and the name of
-        the checkpoint folder. 1-249 characters from ``[a-zA-Z0-9._-]``.
-    ``bootstrap.servers`` (required, str or list of str)
-        ``host:port[,host:port...]`` of the Kafka brokers.
-    ``processing.guarantee`` (``"at_least_once"`` default | ``"exactly_once_v2"``)
-        ``exactly_once_v2`` is accepted here but the runtime does not support it yet.
-    ``state.dir`` (str or path; default ``<tempdir>/streamtable``)
-        Root of local state; checkpoints go to ``state.dir/application.id``.
-    ``commit.interval.ms`` (int >= 0; default **1000**)
-        In streamtable this is the micro-batch trigger interval: each batch commits its offsets
-        and state. Kafka Streams' default is 30000; we choose 1000 for lower latency.
-    ``default.key.serde``, ``default.value.serde`` (Serde or name; default None)
-        Serde objects, or names such as ``"String"``, ``"Long"`` or
-        ``"org.apache.kafka.common.serialization.Serdes$StringSerde"``.
-    ``deserialization.exception.handler`` (``"log_and_fail"`` default | ``"log_and_continue"``)
-        Also accepts Kafka's class names ``LogAndFailExceptionHandler`` and
-        ``LogAndContinueExceptionHandler`` (short or fully qualified). The deprecated
-        ``default.deserialization.exception.handler`` is accepted too; giving both with different
-        values is an error. ``log_and_continue`` skips a record whose key or value its source
-        serde cannot read, logs a warning naming topic, partition and offset, and counts it as
-        dropped ``deserialization``; ``log_and_fail`` stops the application with that error.
-        Every path from a topic (streams, tables, join and aggregation inputs) deserializes
-        key and value in the first Python stage after the source; a source read by several
-        sinks' queries is reported (counted, logged, dead-lettered) by the first one only.
-    ``processing.exception.handler`` (``"log_and_fail"`` default | ``"log_and_continue"``)
-        What happens when user code of a stateless operator raises (``filter``, ``map``,
-        ``map_values``, ``flat_map``, ``flat_map_values``, ``select_key``, ``peek``,
-        ``foreach``, ``split`` predicates, KTable ``filter``/``map_values`` read as upserts,
-        and timestamp extractors that raise):
-        stop the application with an error naming the operator and the record (Kafka Streams'
-        ``LogAndFailProcessingExceptionHandler``), or skip only that record, log a warning and
-        count it as dropped ``processing`` (``LogAndContinueProcessingExceptionHandler``).
-        Kafka's class names are accepted (short or fully qualified). User code inside stateful
-        operators (aggregators, reducers, joiners, initializers, group-by selectors, GlobalKTable
-        key selectors, foreign-key extractors) always fails the application; see
-        ``docs/error-handling.md``.
-    ``production.exception.handler`` (``"fail"`` default | ``"continue"``)
-        What happens when the producer or the broker rejects a record streamtable writes (too
-        large, invalid, ...): stop the application (Kafka Streams'
-        ``DefaultProductionExceptionHandler``, also accepted as a spelling) or skip the record
-        with a warning. Under ``exactly_once_v2`` a rejected record always aborts its task's
-        transaction. The deprecated ``default.production.exception.handler`` is accepted too.
-    ``errors.dead.letter.queue.topic.name`` (str or None; default None)
-        Kafka Streams' dead-letter queue (KIP-1034): records a handler skips or fails on
-        (deserialization and processing errors) are also written to this topic, with the
-        original key and value bytes of the source record, its timestamp, and headers
-        ``__streams.errors.exception`` / ``.message`` / ``.stacktrace`` / ``.topic`` /
-        ``.partition`` / ``.offset`` plus ``streamtable.errors.operator`` and
-        ``streamtable.errors.reason``. The topic must exist (``start()`` fails naming it).
-        Writes are transactional under ``exactly_once_v2``, at-least-once otherwise.
-    ``num.stream.threads`` (int >= 1; default 1)
-        Accepted for compatibility and ignored: Spark decides parallelism
-        (see ``streamtable.shuffle.partitions`` and the topic partitions).
-    ``auto.offset.reset`` (``"earliest"`` default | ``"latest"``)
-        Where to start when the application has no committed offsets (Kafka Streams' default).
-    ``max.task.idle.ms`` (int >= 0 or -1; default 0)
-    ``replication.factor`` (int >= 1 or -1 = broker default; default -1)
-        Replication factor of internal topics.
-    ``client.id`` (str; default ``""``)
-    ``statestore.cache.max.bytes`` (int >= 0; default 10485760)
-    ``request.timeout.ms`` (int >= 1; default 30000)
-        Timeout of admin calls and of the broker reachability check.
-    ``task.timeout.ms`` (int >= 0; default 300000)
-        As in Kafka Streams: how long a query failing with transient Kafka errors (timeouts, a
-        partition without a leader, a moving coordinator) is restarted from its checkpoint
-        before the application goes to ``ERROR``. ``0`` fails at the first error.
-    ``streamtable.trigger`` (``"processing_time"`` default | ``"available_now"`` | ``"real_time"``)
-        Spark trigger: periodic micro-batches every ``commit.interval.ms``, process what is
-        available then stop, or Spark's real-time mode.
-    ``streamtable.shuffle.partitions`` (int >= 1; default 4)
-        ``spark.sql.shuffle.partitions`` for the streaming query (the number of state partitions;
-        fixed once a checkpoint exists).
-    ``streamtable.max.offsets.per.trigger`` (int >= 1 or None; default None = no limit)
-        Upper bound of records read per micro-batch (Spark's ``maxOffsetsPerTrigger``).
-    ``streamtable.invalid.timestamp.policy`` (``"skip"`` default | ``"fail"``)
-        What happens to a record whose timestamp extractor returns no valid timestamp (not an
-        int >= 0): skip it and count it as dropped ``invalid_timestamp`` (Kafka Streams'
-        ``LogAndSkipOnInvalidTimestamp``), or stop the application with an error naming the
-        record (``FailOnInvalidTimestamp``, Kafka Streams' default). Without an extractor,
-        a negative Kafka timestamp fails the application under ``"fail"``; under ``"skip"``
-        windowed aggregations drop it (counted as ``negative_timestamp``). Kafka's class
-        names are accepted as spellings. An extractor's ``on_invalid=`` overrides the key for
-        its source (see :mod:`streamtable.dsl.timestamps`).
-        Kafka Streams' ``default.timestamp.extractor`` is not taken: pass
-        ``timestamp_extractor=`` to ``StreamsBuilder.stream()``.
-    ``spark.*``
-        Passed to the Spark session as strings (booleans as ``"true"``/``"false"``).
-    ``consumer.*``, ``producer.*``, ``admin.*``
-        Kafka client configs, stored with the prefix removed in :attr:`consumer_config`,
-        :attr:`producer_config` and :attr:`admin_config`.
+    - ``application.id`` (required, str):
+      Identifies the application: consumer group id, prefix of internal topics, and the name of
+      the checkpoint folder. 1-249 characters from ``[a-zA-Z0-9._-]``.
+    - ``bootstrap.servers`` (required, str or list of str):
+      ``host:port[,host:port...]`` of the Kafka brokers.
+    - ``processing.guarantee`` (``"at_least_once"`` default | ``"exactly_once_v2"``):
+      ``exactly_once_v2``: every result reaches ``read_committed`` consumers exactly once
+      (one Kafka transaction per Spark task and micro-batch; see ``docs/exactly-once.md``).
+    - ``state.dir`` (str or path; default ``<tempdir>/streamtable``):
+      Root of local state; checkpoints go to ``state.dir/application.id``.
+    - ``commit.interval.ms`` (int >= 0; default **1000**):
+      In streamtable this is the micro-batch trigger interval: each batch commits its offsets
+      and state. Kafka Streams' default is 30000; we choose 1000 for lower latency.
+    - ``default.key.serde``, ``default.value.serde`` (Serde or name; default None):
+      Serde objects, or names such as ``"String"``, ``"Long"`` or
+      ``"org.apache.kafka.common.serialization.Serdes$StringSerde"``.
+    - ``deserialization.exception.handler`` (``"log_and_fail"`` default | ``"log_and_continue"``):
+      Also accepts Kafka's class names ``LogAndFailExceptionHandler`` and
+      ``LogAndContinueExceptionHandler`` (short or fully qualified). The deprecated
+      ``default.deserialization.exception.handler`` is accepted too; giving both with different
+      values is an error. ``log_and_continue`` skips a record whose key or value its source
+      serde cannot read, logs a warning naming topic, partition and offset, and counts it as
+      dropped ``deserialization``; ``log_and_fail`` stops the application with that error.
+      Every path from a topic (streams, tables, join and aggregation inputs) deserializes
+      key and value in the first Python stage after the source; a source read by several
+      sinks' queries is reported (counted, logged, dead-lettered) by the first one only.
+    - ``processing.exception.handler`` (``"log_and_fail"`` default | ``"log_and_continue"``):
+      What happens when user code of a stateless operator raises (``filter``, ``map``,
+      ``map_values``, ``flat_map``, ``flat_map_values``, ``select_key``, ``peek``,
+      ``foreach``, ``split`` predicates, KTable ``filter``/``map_values`` read as upserts,
+      and timestamp extractors that raise):
+      stop the application with an error naming the operator and the record (Kafka Streams'
+      ``LogAndFailProcessingExceptionHandler``), or skip only that record, log a warning and
+      count it as dropped ``processing`` (``LogAndContinueProcessingExceptionHandler``).
+      Kafka's class names are accepted (short or fully qualified). User code inside stateful
+      operators (aggregators, reducers, joiners, initializers, group-by selectors, GlobalKTable
+      key selectors, foreign-key extractors) always fails the application; see
+      ``docs/error-handling.md``.
+    - ``production.exception.handler`` (``"fail"`` default | ``"continue"``):
+      What happens when the producer or the broker rejects a record streamtable writes (too
+      large, invalid, ...): stop the application (Kafka Streams'
+      ``DefaultProductionExceptionHandler``, also accepted as a spelling) or skip the record
+      with a warning. Under ``exactly_once_v2`` a rejected record always aborts its task's
+      transaction. The deprecated ``default.production.exception.handler`` is accepted too.
+    - ``errors.dead.letter.queue.topic.name`` (str or None; default None):
+      Kafka Streams' dead-letter queue (KIP-1034): records a handler skips or fails on
+      (deserialization and processing errors) are also written to this topic, with the
+      original key and value bytes of the source record, its timestamp, and headers
+      ``__streams.errors.exception`` / ``.message`` / ``.stacktrace`` / ``.topic`` /
+      ``.partition`` / ``.offset`` plus ``streamtable.errors.operator`` and
+      ``streamtable.errors.reason``. The topic must exist (``start()`` fails naming it).
+      Writes are transactional under ``exactly_once_v2``, at-least-once otherwise.
+    - ``num.stream.threads`` (int >= 1; default 1):
+      Accepted for compatibility and ignored: Spark decides parallelism
+      (see ``streamtable.shuffle.partitions`` and the topic partitions).
+    - ``auto.offset.reset`` (``"earliest"`` default | ``"latest"``):
+      Where to start when the application has no committed offsets (Kafka Streams' default).
+    - ``max.task.idle.ms`` (int >= 0 or -1; default 0): accepted for compatibility; not
+      used by this version (Spark has no idle-partition synchronisation).
+    - ``replication.factor`` (int >= 1 or -1 = broker default; default -1): accepted for
+      compatibility; this version creates its internal topic (the exactly-once markers) with
+      the broker's default replication factor.
+    - ``client.id`` (str; default ``""``): accepted for compatibility; not used.
+    - ``statestore.cache.max.bytes`` (int >= 0; default 10485760): accepted for
+      compatibility; not used (updates are coalesced per key and micro-batch instead).
+    - ``request.timeout.ms`` (int >= 1; default 30000):
+      Timeout of admin calls and of the broker reachability check.
+    - ``task.timeout.ms`` (int >= 0; default 300000):
+      As in Kafka Streams: how long a query failing with transient Kafka errors (timeouts, a
+      partition without a leader, a moving coordinator) is restarted from its checkpoint
+      before the application goes to ``ERROR``. ``0`` fails at the first error.
+    - ``streamtable.trigger`` (``"processing_time"`` default | ``"available_now"`` |
+      ``"real_time"``): Spark trigger: periodic micro-batches every ``commit.interval.ms``,
+      or process what is available then stop. ``"real_time"`` (Spark's real-time mode) is
+      refused by the ``KafkaStreams`` constructor in this version.
+    - ``streamtable.shuffle.partitions`` (int >= 1; default 4):
+      ``spark.sql.shuffle.partitions`` for the streaming query (the number of state partitions;
+      fixed once a checkpoint exists).
+    - ``streamtable.max.offsets.per.trigger`` (int >= 1 or None; default None = no limit):
+      Upper bound of records read per micro-batch (Spark's ``maxOffsetsPerTrigger``).
+    - ``streamtable.invalid.timestamp.policy`` (``"skip"`` default | ``"fail"``):
+      What happens to a record whose timestamp extractor returns no valid timestamp (not an
+      int >= 0): skip it and count it as dropped ``invalid_timestamp`` (Kafka Streams'
+      ``LogAndSkipOnInvalidTimestamp``), or stop the application with an error naming the
+      record (``FailOnInvalidTimestamp``, Kafka Streams' default). Without an extractor,
+      a negative Kafka timestamp fails the application under ``"fail"``; under ``"skip"``
+      windowed aggregations drop it (counted as ``negative_timestamp``). Kafka's class
+      names are accepted as spellings. An extractor's ``on_invalid=`` overrides the key for
+      its source (see :mod:`streamtable.dsl.timestamps`).
+      Kafka Streams' ``default.timestamp.extractor`` is not taken: pass
+      ``timestamp_extractor=`` to ``StreamsBuilder.stream()``.
+    - ``spark.*``:
+      Passed to the Spark session as strings (booleans as ``"true"``/``"false"``).
+    - ``consumer.*``, ``producer.*``, ``admin.*``:
+      Kafka client configs, stored with the prefix removed in :attr:`consumer_config`,
+      :attr:`producer_config` and :attr:`admin_config`.
 
     Raises
     ------

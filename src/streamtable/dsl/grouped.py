@@ -247,6 +247,10 @@ class KGroupedStream(_Aggregations):
     ) -> TimeWindowedKStream:
         """Aggregate per key and window (``windowedBy``).
 
+        Stream time is tracked per source partition: a record is late when the largest
+        timestamp read from its own partition up to it (itself included) has reached the
+        window's end + grace. The decision does not depend on micro-batch boundaries.
+
         Parameters
         ----------
         windows : TimeWindows, SlidingWindows or SessionWindows
@@ -256,11 +260,8 @@ class KGroupedStream(_Aggregations):
             closed: the record's key and value (the grouping's serdes) and timestamp, with
             headers ``streamtable.late.reason``, ``.operator``, ``.window.start``/``.end``,
             ``.stream.time`` and the source topic/partition/offset (a streamtable extension;
-            Kafka Streams only counts them). Written at least once.
-
-        Stream time is tracked per source partition: a record is late when the largest
-        timestamp read from its own partition up to it (itself included) has reached the
-        window's end + grace. The decision does not depend on micro-batch boundaries.
+            Kafka Streams only counts them). Written exactly once under
+            ``exactly_once_v2``, at least once otherwise.
 
         Raises
         ------
