@@ -97,6 +97,8 @@ class CompileContext:
     stores: dict[str, StoreLocation] = field(default_factory=dict)
     #: sinks keep the input coordinates of their rows (``sink.ORDER_COLUMNS``)
     order_columns: bool = False
+    #: Python output stages write to this folder instead of Kafka (the TopologyTestDriver)
+    capture_dir: str | None = None
     _counter: int = 0
 
     def output_spec(self, stage: str) -> OutputSpec:
@@ -107,6 +109,8 @@ class CompileContext:
         from streamtable.runtime.task_output import output_spec
 
         spec = output_spec(self.config, f"{self.query}.{stage}")
+        if self.capture_dir is not None:
+            spec = replace(spec, capture_dir=self.capture_dir)
         self.output_stages.append(spec.stage)
         return spec
 

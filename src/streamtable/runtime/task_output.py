@@ -96,6 +96,9 @@ class OutputSpec:
         rejects (Kafka Streams' ``ProductionExceptionHandler``).
     timeout_ms : int
         How long a producer call may block (``transaction.timeout.ms`` is twice that).
+    capture_dir : str, optional
+        Test driver mode: records go to this folder
+        (:mod:`~streamtable.runtime.captured_output`), not to Kafka; no transactions.
     """
 
     application_id: str
@@ -104,6 +107,7 @@ class OutputSpec:
     guarantee: str = "at_least_once"
     production_handler: str = "fail"
     timeout_ms: int = 60000
+    capture_dir: str | None = None
 
     @property
     def exactly_once(self) -> bool:
@@ -391,7 +395,11 @@ class TaskOutput:
         if self._slot is not None:
             coords = TaskCoordinates(coords.partition, coords.batch_id, coords.query_id, self._slot)
         self._coords = coords
-        if self.spec.exactly_once:
+        if self.spec.capture_dir is not None:
+            from streamtable.runtime.captured_output import CaptureProducer
+
+            self._producer = CaptureProducer(self.spec.capture_dir)
+        elif self.spec.exactly_once:
             self._open_transaction(coords)
         else:
             self._producer = self._plain_producer()
@@ -619,7 +627,7 @@ class TaskOutput:
             return
         spec = self.spec
         timeout_s = spec.timeout_ms / 1000.0
-        if not spec.exactly_once:
+        if not spec.exactly_once or spec.capture_dir is not None:
             remaining = self._producer.flush(timeout_s)
             if remaining:
                 raise StreamsError(
@@ -696,6 +704,8 @@ class TaskOutput:
         """Abort the open transaction (exactly-once; best effort), so nothing becomes visible."""
         producer, self._producer = self._producer, None
         if producer is None or not self.spec.exactly_once or self._skip:
+            return
+        if self.spec.capture_dir is not None:
             return
         try:
             producer.abort_transaction(self.spec.timeout_ms / 1000.0)

@@ -1,0 +1,275 @@
+"""In-memory topics of the :class:`~streamtable.testing.TopologyTestDriver`.
+
+Input topics are append-only record logs in a folder: one file per record (a ``>qii`` header
+with the timestamp in ms and the key and value lengths, -1 for null, then the bytes) and an
+``end`` counter replaced atomically. A streaming Python data source (:class:`DriverTopicSource`,
+format ``streamtable-driver``) reads them with the columns of Spark's Kafka source. They are
+files, not Python queues, because Spark calls the reader in a Python process it starts itself.
+
+:class:`TestInputTopic` and :class:`TestOutputTopic` are the test's handles on them (Kafka's
+``TestInputTopic`` / ``TestOutputTopic``).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from streamtable.errors import StreamsError
+from streamtable.serde import Serde
+
+if TYPE_CHECKING:
+    from streamtable.testing.driver import TopologyTestDriver
+
+__all__ = ["DriverTopicSource", "TestInputTopic", "TestOutputTopic", "TestRecord"]
+
+FORMAT = "streamtable-driver"
+_POLLING_DELAY = "spark.sql.streaming.pollingDelay"
+_HEADER = struct.Struct(">qii")  # timestamp ms, key length, value length (-1: null)
+_SCHEMA = "key binary, value binary, ts bigint, partition int, offset bigint, topic string"
+
+
+# -- in-memory (folder-backed) input topics -------------------------------------------------
+
+
+def _topic_dir(root: str, topic: str) -> Path:
+    return Path(root) / topic.encode().hex()  # any topic name is a safe folder name
+
+
+def _end(root: str, topic: str) -> int:
+    try:
+        return int((_topic_dir(root, topic) / "end").read_text())
+    except FileNotFoundError:
+        return 0
+
+
+def append_records(
+    root: str, topic: str, records: Iterable[tuple[bytes | None, bytes | None, int]]
+) -> int:
+    """Append records to a topic log; returns the new end offset (written after the records)."""
+    folder = _topic_dir(root, topic)
+    folder.mkdir(parents=True, exist_ok=True)
+    end = _end(root, topic)
+    for key, value, ts in records:
+        head = _HEADER.pack(
+            ts, -1 if key is None else len(key), -1 if value is None else len(value)
+        )
+        (folder / f"{end:012d}").write_bytes(head + (key or b"") + (value or b""))
+        end += 1
+    tmp = folder / "end.tmp"
+    tmp.write_text(str(end))
+    os.replace(tmp, folder / "end")
+    return end
+
+
+def _load(root: str, topic: str, offset: int) -> tuple[Any, ...]:
+    data = (_topic_dir(root, topic) / f"{offset:012d}").read_bytes()
+    ts, kl, vl = _HEADER.unpack_from(data)
+    pos = _HEADER.size
+    key = None if kl < 0 else data[pos : pos + kl]
+    pos += max(kl, 0)
+    value = None if vl < 0 else data[pos : pos + vl]
+    return (key, value, ts, 0, offset, topic)
+
+
+try:  # the data source classes need pyspark; the module imports without it for type checks
+    from pyspark.sql.datasource import DataSource, SimpleDataSourceStreamReader
+except ImportError:  # pragma: no cover
+    DataSource = object  # type: ignore[assignment,misc]
+    SimpleDataSourceStreamReader = object  # type: ignore[assignment,misc]
+
+
+class _TopicReader(SimpleDataSourceStreamReader):  # type: ignore[misc]
+    def __init__(self, root: str, topics: list[str]) -> None:
+        self.root = root
+        self.topics = topics
+
+    def initialOffset(self) -> dict:  # noqa: N802 - Spark's name
+        return {t: 0 for t in self.topics}
+
+    def read(self, start: dict) -> tuple[Iterator[tuple], dict]:
+        end = {t: _end(self.root, t) for t in self.topics}
+        return self.readBetweenOffsets(start, end), end
+
+    def readBetweenOffsets(self, start: dict, end: dict) -> Iterator[tuple]:  # noqa: N802
+        rows = [
+            _load(self.root, t, off)
+            for t in self.topics
+            for off in range(int(start.get(t, 0)), int(end[t]))
+        ]
+        return iter(rows)
+
+
+class DriverTopicSource(DataSource):  # type: ignore[misc]
+    """Streaming source over the driver's input topics (options ``path``, ``topics``)."""
+
+    @classmethod
+    def name(cls) -> str:
+        """The format name, ``streamtable-driver``."""
+        return FORMAT
+
+    def schema(self) -> str:
+        """The Kafka source's columns (``ts`` in ms; the driver converts it)."""
+        return _SCHEMA
+
+    def simpleStreamReader(self, schema: Any) -> _TopicReader:  # noqa: N802 - Spark's name
+        """A reader of the topics in option ``topics`` under folder ``path``."""
+        return _TopicReader(self.options["path"], self.options["topics"].split(","))
+
+
+# -- records and topics ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TestRecord:
+    """A record read from (or piped into) a test topic (Kafka's ``TestRecord``)."""
+
+    key: Any
+    value: Any
+    timestamp: int | None = None
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
+def to_millis(ts: int | datetime | None, default: int) -> int:
+    if ts is None:
+        return default
+    if isinstance(ts, datetime):
+        if ts.tzinfo is None:
+            ts = ts.replace(tzinfo=UTC)
+        return int(ts.timestamp() * 1000)
+    return int(ts)
+
+
+class TestInputTopic:
+    """Pipes records into one input topic of a :class:`TopologyTestDriver`."""
+
+    __test__ = False  # not a pytest class
+
+    def __init__(
+        self,
+        driver: TopologyTestDriver,
+        name: str,
+        key_serde: Serde,
+        value_serde: Serde,
+        start_timestamp: int | None = None,
+        auto_advance: timedelta = timedelta(0),
+    ) -> None:
+        self._driver = driver
+        self.name = name
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+        self._next_ts = start_timestamp
+        self._advance = int(auto_advance.total_seconds() * 1000)
+
+    def _timestamp(self, ts: int | datetime | None) -> int:
+        if ts is not None:
+            return to_millis(ts, 0)
+        if self._next_ts is not None:
+            t = self._next_ts
+            self._next_ts += self._advance
+            return t
+        return self._driver.wall_clock_ms
+
+    def pipe_input(
+        self,
+        key: Any = None,
+        value: Any = None,
+        timestamp: int | datetime | None = None,
+        headers: Any = None,
+    ) -> None:
+        """Process one record completely before returning (Kafka's ``pipeInput``)."""
+        if headers:
+            raise NotImplementedError("headers are not supported by the prototype driver")
+        self._driver._pipe(
+            self.name,
+            [
+                (
+                    self.key_serde.serialize(key),
+                    self.value_serde.serialize(value),
+                    self._timestamp(timestamp),
+                )
+            ],
+        )
+
+    def pipe_value_list(self, values: Iterable[Any]) -> None:
+        """Pipe each value with a null key, one at a time."""
+        for v in values:
+            self.pipe_input(None, v)
+
+    def pipe_key_value_list(self, pairs: Iterable[tuple[Any, Any]]) -> None:
+        """Pipe each ``(key, value)``, one at a time."""
+        for k, v in pairs:
+            self.pipe_input(k, v)
+
+    def pipe_record_list(self, records: Iterable[TestRecord]) -> None:
+        """Pipe each :class:`TestRecord`, one at a time."""
+        for r in records:
+            self.pipe_input(r.key, r.value, r.timestamp, r.headers)
+
+
+class TestOutputTopic:
+    """Reads the records the topology wrote to one output topic, in order."""
+
+    __test__ = False
+
+    def __init__(
+        self, driver: TopologyTestDriver, name: str, key_serde: Serde, value_serde: Serde
+    ) -> None:
+        self._queue = driver._outputs[name]
+        self.name = name
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+
+    def read_record(self) -> TestRecord:
+        """The next record; raises ``StreamsError`` (Kafka: NoSuchElementException) if none."""
+        if not self._queue:
+            raise StreamsError(f"Output topic {self.name!r} is empty.")
+        key, value, ts = self._queue.popleft()
+        return TestRecord(self.key_serde.deserialize(key), self.value_serde.deserialize(value), ts)
+
+    def read_value(self) -> Any:
+        """The next record's value."""
+        return self.read_record().value
+
+    def read_key_value(self) -> tuple[Any, Any]:
+        """The next record's ``(key, value)``."""
+        r = self.read_record()
+        return r.key, r.value
+
+    def read_records_to_list(self) -> list[TestRecord]:
+        """All remaining records."""
+        out = []
+        while self._queue:
+            out.append(self.read_record())
+        return out
+
+    def read_values_to_list(self) -> list[Any]:
+        """All remaining values."""
+        return [r.value for r in self.read_records_to_list()]
+
+    def read_key_values_to_list(self) -> list[tuple[Any, Any]]:
+        """All remaining ``(key, value)`` pairs."""
+        return [(r.key, r.value) for r in self.read_records_to_list()]
+
+    def read_key_values_to_map(self) -> dict[Any, Any]:
+        """Last value per key; a null value removes the key (Kafka's ``readKeyValuesToMap``)."""
+        out: dict[Any, Any] = {}
+        for k, v in self.read_key_values_to_list():
+            if v is None:
+                out.pop(k, None)
+            else:
+                out[k] = v
+        return out
+
+    def is_empty(self) -> bool:
+        """Whether every record written so far has been read."""
+        return not self._queue
+
+    def get_queue_size(self) -> int:
+        """How many records are left to read."""
+        return len(self._queue)
