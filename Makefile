@@ -35,7 +35,7 @@ lint: install
 
 ## build the documentation site into build/site (mkdocs.yml; fails on any warning)
 docs: install
-	$(BIN)/mkdocs build --strict -q
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict -q
 
 bench: install
 	$(BIN)/python bench/run.py

@@ -15,8 +15,9 @@ invalid-timestamp policy: ``"skip"`` drops the record and counts it in
 :class:`LogAndSkipOnInvalidTimestamp`, streamtable's default), ``"fail"`` stops the application
 with a :class:`~streamtable.errors.StreamsError` naming the record's topic, partition and
 offset (:class:`FailOnInvalidTimestamp`). The policy comes from the extractor's ``on_invalid=``,
-else from the config key ``streamtable.invalid.timestamp.policy``. An extractor that raises
-stops the application whatever the policy (Kafka Streams' stream thread dies too).
+else from the config key ``streamtable.invalid.timestamp.policy``. An extractor that raises is
+a processing error: ``processing.exception.handler`` stops the application (the default) or
+skips the record and counts it as ``processing``.
 
 Extractors run in Spark's Python workers: they must be picklable (these are) and must not rely
 on state kept between records.
