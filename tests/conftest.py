@@ -1,4 +1,5 @@
-"""Shared fixtures: one Spark session and one Kafka broker per test session.
+"""Shared fixtures: one Spark session and one Kafka broker per test session (from streamtable's
+pytest plugin, ``streamtable.testing.pytest_plugin``).
 
 Tests under ``tests/integration`` are marked ``integration`` automatically; the rest are ``unit``.
 """
@@ -6,7 +7,7 @@ Tests under ``tests/integration`` are marked ``integration`` automatically; the 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,20 +24,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def kafka_broker() -> Iterator[Any]:
-    """A real single-node KRaft broker for the whole test session."""
-    from streamtable.broker import EmbeddedKafka
-
-    with EmbeddedKafka() as kafka:
-        yield kafka
+def kafka_broker(_streamtable_broker: Any) -> Any:
+    """The plugin's session broker (``streamtable.testing.pytest_plugin``), as an EmbeddedKafka."""
+    return _streamtable_broker
 
 
 @pytest.fixture(scope="session")
-def spark() -> Any:
-    """The process's Spark session (local[2], UI off, 2 shuffle partitions)."""
-    from streamtable.runtime.spark import get_spark
-
-    return get_spark({"spark.sql.shuffle.partitions": "2"})
+def spark(spark_session: Any) -> Any:
+    """The plugin's session Spark (local[2], UI off, 2 shuffle partitions)."""
+    return spark_session
 
 
 @pytest.fixture

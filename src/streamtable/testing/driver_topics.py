@@ -129,6 +129,8 @@ class DriverTopicSource(DataSource):  # type: ignore[misc]
 class TestRecord:
     """A record read from (or piped into) a test topic (Kafka's ``TestRecord``)."""
 
+    __test__ = False  # not a pytest class
+
     key: Any
     value: Any
     timestamp: int | None = None

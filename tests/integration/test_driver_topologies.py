@@ -1,0 +1,144 @@
+"""TopologyTestDriver on windowed, joined and error-handling topologies, and the pytest plugin."""
+
+from datetime import timedelta
+
+import pytest
+
+from streamtable import Serdes, StreamsBuilder, Suppressed, TimeWindows
+from streamtable.errors import StreamsError
+from streamtable.serde import Windowed
+from streamtable.testing import TestRecord, assert_stream_equal, assert_table_equal
+
+S, L = Serdes.string(), Serdes.long()
+SIZE = 10_000
+
+
+def test_windowed_count_emits_final_results_and_captures_late_records(topology_driver):
+    """until_window_closes emits once per window when stream time passes its end + grace;
+    a record for a closed window goes to the late-records topic (written from a Python task)."""
+    b = StreamsBuilder()
+    (
+        b.stream("clicks", key_serde=S, value_serde=S)
+        .group_by_key()
+        .windowed_by(TimeWindows.of_size_and_grace(SIZE, 0), late_records_topic="clicks-late")
+        .count(name="clicks-per-window")
+        .suppress(Suppressed.until_window_closes())
+        .to_stream()
+        .to("clicks-final", key_serde=Serdes.time_windowed(S, SIZE), value_serde=L)
+    )
+    driver = topology_driver(b.build())
+    inp = driver.create_input_topic("clicks", S, S)
+    final = driver.create_output_topic("clicks-final", Serdes.time_windowed(S, SIZE), L)
+    late = driver.create_output_topic("clicks-late", S, S)
+
+    inp.pipe_input("a", "x", timestamp=1_000)
+    inp.pipe_input("a", "y", timestamp=2_000)
+    inp.pipe_input("b", "z", timestamp=9_999)
+    assert final.is_empty()  # stream time 9,999 < window end 10,000
+    inp.pipe_input("a", "w", timestamp=10_000)  # closes [0, 10000)
+    assert_stream_equal(final, [(Windowed("a", 0, SIZE), 2), (Windowed("b", 0, SIZE), 1)])
+    inp.pipe_input("b", "too late", timestamp=5_000)
+    assert final.is_empty()
+    assert_stream_equal(late, [TestRecord("b", "too late", 5_000)])
+
+
+def test_stream_table_join_looks_up_the_table_as_of_each_record(topology_driver):
+    b = StreamsBuilder()
+    table = b.table("users", key_serde=S, value_serde=S)
+    (
+        b.stream("clicks", key_serde=S, value_serde=S)
+        .join(table, lambda click, region: f"{click}@{region}")
+        .to("enriched", key_serde=S, value_serde=S)
+    )
+    driver = topology_driver(b.build())
+    users = driver.create_input_topic("users", S, S)
+    clicks = driver.create_input_topic("clicks", S, S)
+    out = driver.create_output_topic("enriched", S, S)
+
+    clicks.pipe_input("alice", "home", timestamp=1)  # no table row yet: inner join drops it
+    users.pipe_input("alice", "eu", timestamp=2)
+    clicks.pipe_input("alice", "cart", timestamp=3)
+    users.pipe_input("alice", "us", timestamp=4)
+    clicks.pipe_input("alice", "pay", timestamp=5)
+    assert_stream_equal(out, [("alice", "cart@eu"), ("alice", "pay@us")])
+
+
+def test_failing_record_goes_to_the_dead_letter_topic_and_processing_continues(topology_driver):
+    def parse(v):
+        return int(v)  # raises on "oops"
+
+    b = StreamsBuilder()
+    b.stream("in", key_serde=S, value_serde=S).map_values(parse).to("out", value_serde=L)
+    driver = topology_driver(
+        b.build(),
+        {
+            "processing.exception.handler": "log_and_continue",
+            "errors.dead.letter.queue.topic.name": "in-dlq",
+        },
+    )
+    inp = driver.create_input_topic("in", S, S)
+    out = driver.create_output_topic("out", S, L)
+    dlq = driver.create_output_topic("in-dlq", S, S)
+    inp.pipe_key_value_list([("k1", "1"), ("k2", "oops"), ("k3", "3")])
+    assert_stream_equal(out, [("k1", 1), ("k3", 3)])
+    assert_stream_equal(dlq, [("k2", "oops")])
+
+
+def test_wall_clock_gives_default_timestamps_but_not_stream_time(topology_driver):
+    b = StreamsBuilder()
+    (
+        b.stream("in", key_serde=S, value_serde=S)
+        .group_by_key()
+        .windowed_by(TimeWindows.of_size_and_grace(SIZE, 0))
+        .count()
+        .suppress(Suppressed.until_window_closes())
+        .to_stream()
+        .to("out", key_serde=Serdes.time_windowed(S, SIZE), value_serde=L)
+    )
+    driver = topology_driver(b.build(), initial_wall_clock_time=50_000)
+    inp = driver.create_input_topic("in", S, S)
+    out = driver.create_output_topic("out", Serdes.time_windowed(S, SIZE), L)
+    inp.pipe_input("a", "x")  # timestamp: the wall clock, 50,000
+    driver.advance_wall_clock_time(timedelta(minutes=5))
+    assert out.is_empty()  # the wall clock does not move stream time (Kafka's suppression)
+    inp.pipe_input("a", "y")  # timestamp 350,000: stream time passes 60,000
+    assert_stream_equal(out, [TestRecord(Windowed("a", 50_000, 60_000), 1, None)])
+    with pytest.raises(ValueError, match=r"advance_wall_clock_time needs a non-negative"):
+        driver.advance_wall_clock_time(timedelta(seconds=-1))
+
+
+def test_table_output_compared_as_a_table(topology_driver):
+    b = StreamsBuilder()
+    (
+        b.stream("words", key_serde=S, value_serde=S)
+        .group_by(lambda k, w: w, key_serde=S)
+        .count()
+        .to_stream()
+        .to("counts", key_serde=S, value_serde=L)
+    )
+    driver = topology_driver(b.build())
+    inp = driver.create_input_topic("words", S, S)
+    out = driver.create_output_topic("counts", S, L)
+    inp.pipe_value_list(["a", "b", "a"])
+    assert_table_equal(out, {"a": 2, "b": 1})
+
+
+def test_a_closed_driver_refuses_input(topology_driver):
+    b = StreamsBuilder()
+    b.stream("in", key_serde=S, value_serde=S).to("out")
+    driver = topology_driver(b.build())
+    inp = driver.create_input_topic("in", S, S)
+    driver.close()
+    with pytest.raises(StreamsError, match=r"The TopologyTestDriver is closed"):
+        inp.pipe_input("k", "v")
+
+
+def test_embedded_kafka_fixture_gives_created_topics_unique_to_the_test(embedded_kafka, request):
+    topic = embedded_kafka.topic("in", partitions=2)
+    assert topic.startswith(f"{request.node.name[:60]}-in-")
+    assert embedded_kafka.topic("out") != topic
+    embedded_kafka.produce(topic, [(b"k", b"v", 1_000)])
+    assert embedded_kafka.read(topic) == [(b"k", b"v", 1_000)]
+    cfg = embedded_kafka.app_config()
+    assert cfg["bootstrap.servers"] == embedded_kafka.bootstrap_servers
+    assert cfg["application.id"] != embedded_kafka.app_config()["application.id"]
