@@ -1,19 +1,22 @@
-"""TopologyTestDriver (prototype) timings: per piped record, idle CPU, store reads.
+"""TopologyTestDriver overhead: seconds per piped record after warm-up, stateless and stateful.
 
-    PYTHONPATH=src python bench/driver.py pipes [stateless|count|table ...]
-    PYTHONPATH=src python bench/driver.py idle
-    PYTHONPATH=src python bench/driver.py store
+    python bench/driver.py [--sections pipes,raw,idle,store] [--records 10] [--repeat 2]
 
-Each topology runs twice in one Spark session: the first driver pays for the session's first
-jobs (Python workers, code generation), the second one shows what a test in a warm session pays.
+Prints ONE JSON object. ``pipes``: each topology (stateless, count, table re-grouping) runs
+``--repeat`` times in one Spark session; the first driver pays for the session's first jobs, the
+later ones show what a test in a warm session pays. ``raw``: the floor, a hand-written PySpark
+query (the same in-memory source, ``groupBy().count()``, ``foreachBatch`` collect) driven the
+same way, one record and ``processAllAvailable()`` per step, so ``count / raw`` is the driver's
+own overhead per record. ``idle``: CPU an idle driver costs. ``store``: one store read.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import statistics
 import subprocess
-import sys
 import time
 
 from streamtable import Serdes, StreamsBuilder
@@ -74,8 +77,9 @@ def table():
 TOPOLOGIES = {"stateless": stateless, "count": count, "table": table}
 
 
-def pipes(name: str) -> None:
+def pipes(name: str, n: int) -> dict:
     topology, records, value_serde = TOPOLOGIES[name]()
+    records = (records * (n // len(records) + 1))[:n]
     t0 = time.time()
     with TopologyTestDriver(topology) as d:
         started = time.time() - t0
@@ -86,18 +90,58 @@ def pipes(name: str) -> None:
             s = time.time()
             inp.pipe_input(k, v, timestamp=1000 + i)
             times.append(time.time() - s)
-        q = d._queries[0]
-        last = [p for p in q.recentProgress if p["numInputRows"] > 0][-1]
-        result = out.read_key_values_to_list()
-    rest = sorted(times[1:])
-    print(
-        f"{name:9s} start {started:5.2f}s  first pipe {times[0]:5.2f}s  "
-        f"median of the other {len(rest)} {rest[len(rest) // 2]:5.3f}s  max {rest[-1]:5.3f}s  "
-        f"all {sum(times):5.1f}s",
-        flush=True,
+        last = [p for p in d._queries[0].recentProgress if p["numInputRows"] > 0][-1]
+        produced = out.get_queue_size()
+    return _figures(name, started, times) | {
+        "records_out": produced,
+        "last_batch_duration_ms": last["durationMs"],
+    }
+
+
+def _figures(name: str, started: float, times: list[float]) -> dict:
+    rest = times[1:]
+    return {
+        "topology": name,
+        "driver_start_s": round(started, 2),
+        "first_pipe_s": round(times[0], 2),
+        "median_s_per_record_after_first": round(statistics.median(rest), 3),
+        "max_s_after_first": round(max(rest), 3),
+        "total_s": round(sum(times), 1),
+    }
+
+
+def raw(n: int) -> dict:
+    """Plain PySpark on the same source: one record, then processAllAvailable, per step."""
+    import tempfile
+
+    from streamtable.testing.driver_topics import DriverTopicSource, append_records
+
+    spark = get_spark({})
+    spark.dataSource.register(DriverTopicSource)
+    spark.conf.set("spark.sql.streaming.stateStore.encodingFormat", "unsaferow")
+    root = tempfile.mkdtemp(prefix="bench-raw-")
+    append_records(root, "in", [])
+    got: list = []
+    df = spark.readStream.format("streamtable-driver").option("path", root)
+    df = df.option("topics", "in").load().groupBy("value").count()
+    t0 = time.time()
+    q = (
+        df.writeStream.outputMode("update")
+        .option("checkpointLocation", f"{root}/chk")
+        .foreachBatch(lambda b, _i: got.extend(b.collect()))
+        .start()
     )
-    print("    last batch durationMs", json.dumps(last["durationMs"]), flush=True)
-    print("    output", result, flush=True)
+    started = time.time() - t0
+    times = []
+    try:
+        for i in range(n):
+            s = time.time()
+            append_records(root, "in", [(b"k", WORDS[i % len(WORDS)].encode(), 1000 + i)])
+            q.processAllAvailable()
+            times.append(time.time() - s)
+    finally:
+        q.stop()
+    return _figures("raw_pyspark_count", started, times) | {"records_out": len(got)}
 
 
 def _cpu_of_children() -> int:
@@ -116,39 +160,59 @@ def _cpu_of_children() -> int:
     return total
 
 
-def idle() -> None:
+def idle() -> dict:
     topology, _, _ = count()
     with TopologyTestDriver(topology) as d:
         d.create_input_topic("in", S, S).pipe_input("k", "a", timestamp=1)
         time.sleep(2)
         c0 = _cpu_of_children()
         time.sleep(20)
-        print(f"idle driver: {_cpu_of_children() - c0} s CPU of Spark's processes over 20 s")
+        return {"idle_cpu_s_over_20_s": _cpu_of_children() - c0}
 
 
-def store() -> None:
+def store() -> dict:
     topology, records, _ = count()
     with TopologyTestDriver(topology) as d:
         inp = d.create_input_topic("in", S, S)
         for i, (k, v) in enumerate(records[:5]):
             inp.pipe_input(k, v, timestamp=1000 + i)
-        s = d.get_key_value_store("Counts")
-        for _ in range(3):
-            t = time.time()
-            contents = s.all()
-            print(f"store read {time.time() - t:.2f}s: {contents}", flush=True)
+        t = time.time()
+        contents = d.get_key_value_store("Counts").all()
+        return {"store_read_s": round(time.time() - t, 2), "entries": len(contents)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sections", default="pipes,raw")
+    ap.add_argument("--records", type=int, default=10)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--topologies", default=",".join(TOPOLOGIES))
+    args = ap.parse_args()
+    sections = args.sections.split(",")
+    t = time.time()
+    get_spark({"spark.sql.shuffle.partitions": "2"})
+    result: dict = {"spark_session_s": round(time.time() - t, 1), "records": args.records}
+    result["load_average"] = os.getloadavg()
+    if "pipes" in sections:
+        result["pipes"] = [
+            pipes(name, args.records)
+            for name in args.topologies.split(",")
+            for _ in range(args.repeat)
+        ]
+    if "raw" in sections:
+        result["raw"] = [raw(args.records) for _ in range(args.repeat)]
+    if "pipes" in sections and "raw" in sections:
+        warm = {r["topology"]: r["median_s_per_record_after_first"] for r in result["pipes"]}
+        floor = result["raw"][-1]["median_s_per_record_after_first"]
+        result["ratio_to_raw_pyspark_per_record"] = {
+            k: round(v / floor, 2) for k, v in warm.items()
+        }
+    if "idle" in sections:
+        result["idle"] = idle()
+    if "store" in sections:
+        result["store"] = store()
+    print(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":
-    t = time.time()
-    get_spark({"spark.sql.shuffle.partitions": "2"})
-    print(f"Spark session {time.time() - t:.1f}s", flush=True)
-    what = sys.argv[1] if len(sys.argv) > 1 else "pipes"
-    if what == "pipes":
-        for name in sys.argv[2:] or list(TOPOLOGIES):
-            for _ in range(2):
-                pipes(name)
-    elif what == "idle":
-        idle()
-    else:
-        store()
+    main()
