@@ -49,23 +49,46 @@ class Frame:
         return replace(self, **changes)
 
 
+#: The kinds of store a :class:`StoreLocation` holds (Kafka Streams' store types).
+STORE_KINDS = ("key_value", "window", "session")
+
+
 @dataclass(frozen=True)
 class StoreLocation:
     """Where a state store's contents are in a query's checkpoint, and how to decode them.
+
+    Metadata only: production never reads it; the TopologyTestDriver reads the store with
+    Spark's ``statestore`` batch data source over the query's checkpoint.
 
     Attributes
     ----------
     query : str
         The query (checkpoint sub-folder) holding the state.
     kind : str
-        ``"native_count"``: Spark's aggregation state (key ``key`` binary, value ``count``).
+        ``"key_value"``, ``"window"`` or ``"session"`` (:data:`STORE_KINDS`).
     key_codec : Codec
-        Decodes the stored keys.
+        Decodes the stored keys (the group keys, without window).
+    operator : int
+        Which stateful operator of the query holds the state: its index in the order the
+        compiler created the query's stateful operators (inputs before the operator reading
+        them, as :meth:`CompileContext.stateful_operator` counts). Spark numbers the
+        operators differently (``operatorId``); the reader maps one to the other.
+    state_var : str or None
+        The ``transformWithState`` state variable (``"page"`` for paged operators), or
+        ``None`` for Spark's built-in aggregation state.
+    decode : callable
+        ``decode(rows) -> entries``: ``rows`` are the ``(key, value)`` structs the
+        ``statestore`` source returns; entries are ``(key bytes, value)`` for key-value
+        stores and ``(key bytes, start, end, value)`` for window and session stores (values
+        as Python objects, window bounds in ms).
     """
 
     query: str
     kind: str
     key_codec: Codec
+    operator: int = 0
+    state_var: str | None = None
+    decode: Callable[[list[tuple[Any, Any]]], list[tuple[Any, ...]]] | None = None
 
 
 @dataclass
@@ -95,6 +118,8 @@ class CompileContext:
     #: store name -> where its state lives (for reading it between micro-batches: the
     #: TopologyTestDriver's ``get_key_value_store``); registered by the lowering modules
     stores: dict[str, StoreLocation] = field(default_factory=dict)
+    #: query -> how many stateful Spark operators lowering has created in it so far
+    stateful_counts: dict[str, int] = field(default_factory=dict)
     #: sinks keep the input coordinates of their rows (``sink.ORDER_COLUMNS``)
     order_columns: bool = False
     #: Python output stages write to this folder instead of Kafka (the TopologyTestDriver)
@@ -113,6 +138,39 @@ class CompileContext:
             spec = replace(spec, capture_dir=self.capture_dir)
         self.output_stages.append(spec.stage)
         return spec
+
+    def stateful_operator(self) -> int:
+        """Count a stateful Spark operator created in the current query; its index there.
+
+        Every lowering that creates one (an aggregation, a ``transformWithState``) calls this
+        as it creates it, so the index orders the query's operators inputs first.
+        """
+        i = self.stateful_counts.get(self.query, 0)
+        self.stateful_counts[self.query] = i + 1
+        return i
+
+    def register_store(
+        self,
+        name: str,
+        kind: str,
+        key_codec: Codec,
+        decode: Callable[[list[tuple[Any, Any]]], list[tuple[Any, ...]]],
+        *,
+        state_var: str | None = "page",
+    ) -> None:
+        """Record where store ``name`` lives: in the stateful operator created last (see
+        :meth:`stateful_operator`) of the current query. Metadata only (for the
+        TopologyTestDriver); the first registration of a name wins (a table lowered in two
+        queries is read from the first).
+        """
+        if not name:
+            return
+        assert kind in STORE_KINDS, kind
+        op = self.stateful_counts.get(self.query, 0) - 1
+        assert op >= 0, f"store {name!r} registered before its operator"
+        self.stores.setdefault(
+            name, StoreLocation(self.query, kind, key_codec, op, state_var, decode)
+        )
 
     def unique(self, prefix: str) -> str:
         """A name unique within this compilation (for observed metrics)."""

@@ -6,14 +6,17 @@ user's fold (see ``aggregate_processor``), fed with packed records (see ``pack_s
 
 from __future__ import annotations
 
+from typing import Any
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from streamtable.compiler.aggregate_processor import OUTPUT_DDL, AggregateProcessor, AggregateSpec
 from streamtable.compiler.codecs import Codec, LongColumnCodec, PickleCodec
-from streamtable.compiler.frame import CompileContext, Frame, StoreLocation
+from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.compiler.metrics import count_and_drop
 from streamtable.compiler.pack_stage import PackStage
+from streamtable.compiler.paged.stores import KeyValueEntries
 from streamtable.errors import TopologyError
 from streamtable.topology.nodes import AggregateNode
 
@@ -52,11 +55,12 @@ def lower_aggregate(ctx: CompileContext, node: AggregateNode, parent: Frame) -> 
 
     if agg.native == "count":
         ctx.uses_native_state = True
-        ctx.stores.setdefault(
-            node.store_name, StoreLocation(ctx.query, "native_count", parent.key_codec)
-        )
         out = _changelog_columns(
             df.groupBy("key").agg(F.count(F.lit(1)).alias("value"), F.max("ts").alias("ts"))
+        )
+        ctx.stateful_operator()
+        ctx.register_store(
+            node.store_name, "key_value", parent.key_codec, native_count_entries, state_var=None
         )
         return Frame(out, parent.key_codec, LongColumnCodec(), stateful=True)
 
@@ -70,8 +74,18 @@ def lower_aggregate(ctx: CompileContext, node: AggregateNode, parent: Frame) -> 
         outputMode="Update",
         timeMode="None",
     )
+    ctx.stateful_operator()
+    ctx.register_store(node.store_name, "key_value", parent.key_codec, KeyValueEntries())
     out = _changelog_columns(out)
     return Frame(out, parent.key_codec, PickleCodec(), stateful=True)
+
+
+def native_count_entries(rows: list[tuple[Any, Any]]) -> list[tuple[bytes, int]]:
+    """The contents of a native ``count`` store: ``(key bytes, count)`` from the rows of
+    Spark's ``statestore`` source over the aggregation's state (key struct ``key``, value
+    struct ``count``).
+    """
+    return [(key["key"], value["count"]) for key, value in rows]
 
 
 def _changelog_columns(df: DataFrame) -> DataFrame:

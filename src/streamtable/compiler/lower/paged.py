@@ -66,6 +66,7 @@ def run_paged(
         outputMode="Update",
         timeMode=time_mode,
     )
+    ctx.stateful_operator()  # stores of this operator: registered by the caller right after
     if late_records is not None:
         out = out.mapInArrow(late_records, OUTPUT_DDL)
     is_drop = F.col("dropped") > 0

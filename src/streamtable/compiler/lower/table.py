@@ -29,6 +29,7 @@ from streamtable.compiler.paged.stages import (
     TableOpStage,
     apply_table_op,
 )
+from streamtable.compiler.paged.stores import KeyValueEntries
 from streamtable.compiler.paged.table_kernels import TableAggregateKernel, TableSourceKernel
 from streamtable.compiler.record_stage import StageOp
 from streamtable.errors import TopologyError
@@ -94,7 +95,7 @@ def lower_table_changes(lowerer: Lowerer, name: str) -> Frame:
     ctx = lowerer.ctx
     node: Node = lowerer.nodes[name]
     if isinstance(node, TableSourceNode):
-        return _materialized(ctx, lower_table_upserts(ctx, node))
+        return _materialized(ctx, lower_table_upserts(ctx, node), store=node.store_name)
     if isinstance(node, RepartitionNode):
         return lower_table_changes(lowerer, node.parents[0])
     if isinstance(node, TableOpNode) and node.kind is not TableOpKind.GROUP_BY:
@@ -120,9 +121,12 @@ def lower_table_changes(lowerer: Lowerer, name: str) -> Frame:
     return _materialized(ctx, validated(ctx, upserts))
 
 
-def _materialized(ctx: CompileContext, upserts: Frame) -> Frame:
-    """``upserts`` materialized as a table: one ``(key, new, old)`` per key and batch."""
+def _materialized(ctx: CompileContext, upserts: Frame, store: str = "") -> Frame:
+    """``upserts`` materialized as a table: one ``(key, new, old)`` per key and batch (the
+    table's state store ``store``, if it has one).
+    """
     df = run_paged(ctx, [upserts], TableSourceKernel())
+    ctx.register_store(store, "key_value", upserts.key_codec, KeyValueEntries(upserts.value_codec))
     return Frame(df, upserts.key_codec, upserts.value_codec, stateful=True)
 
 
@@ -155,7 +159,9 @@ def _table_aggregate_changes(lowerer: Lowerer, node: TableAggregateNode) -> Fram
     kernel = TableAggregateKernel(
         node.name, out_key, node.initializer, node.adder, node.subtractor, node.reduce
     )
-    return Frame(run_paged(ctx, [regrouped], kernel), out_key, PickleCodec(), stateful=True)
+    df = run_paged(ctx, [regrouped], kernel)
+    ctx.register_store(node.store_name, "key_value", out_key, KeyValueEntries())
+    return Frame(df, out_key, PickleCodec(), stateful=True)
 
 
 def table_key_codec(ctx: CompileContext, node: TableSourceNode) -> SerdeCodec:

@@ -24,6 +24,7 @@ from streamtable.compiler.late_records import LateRecordsWriter
 from streamtable.compiler.lower.paged import frame_columns_only, run_paged
 from streamtable.compiler.metrics import count_and_drop
 from streamtable.compiler.paged.processor import LATE
+from streamtable.compiler.paged.stores import WindowEntries
 from streamtable.compiler.paged.window_kernels import (
     TimeWindowKernel,
     WindowAggregateSpec,
@@ -158,6 +159,8 @@ def lower_windowed_aggregate(
         late_records=writer,
         count_drops=report,
     )
+    kind = "session" if isinstance(windows, SessionWindowSpec) else "window"
+    ctx.register_store(node.store_name, kind, parent.key_codec, WindowEntries())
     return Frame(
         frame_columns_only(out),
         windowed_key_codec(parent.key_codec, windows),

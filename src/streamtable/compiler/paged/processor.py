@@ -42,6 +42,26 @@ OUTPUT_DDL = (
 )
 
 
+#: The processors' state: one value state of this name per page (group), one column
+#: ``page`` (binary) holding the pickled page.
+STATE_VAR = "page"
+
+
+def decode_page(blob: bytes | None) -> dict[str, Any]:
+    """A page as :class:`PagedProcessor` stores it: ``{"entries": {group key: entry}, "meta":
+    {...}}`` (``AggregateProcessor``'s pages have no ``meta``). Our own state, written by our
+    own processors: unpickling it never touches topic data.
+
+    >>> decode_page(pickle.dumps({"entries": {b"k": 1}, "meta": {}}))["entries"]
+    {b'k': 1}
+    >>> decode_page(None)
+    {'entries': {}, 'meta': {}}
+    """
+    if blob is None:
+        return {"entries": {}, "meta": {}}
+    return pickle.loads(blob)
+
+
 class PagedProcessor(StatefulProcessor):
     """Runs ``kernel`` over every key of a page; see the module doc."""
 
@@ -50,11 +70,11 @@ class PagedProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:  # noqa: D102
         self.handle = handle
-        self.state = handle.getValueState("page", "page binary")
+        self.state = handle.getValueState(STATE_VAR, "page binary")
 
     def _load(self) -> dict[str, Any]:
         stored = self.state.get()
-        return pickle.loads(stored[0]) if stored is not None else {"entries": {}, "meta": {}}
+        return decode_page(None if stored is None else stored[0])
 
     def _after(self, page: dict[str, Any], watermark: int) -> list[Row]:
         """The kernel's end-of-batch work, then (re)register the page timer it asks for."""

@@ -1,0 +1,86 @@
+"""Reading paged operators' state as state-store contents (the TopologyTestDriver's stores).
+
+A paged operator keeps one value state per page (:data:`~.processor.STATE_VAR`), a pickled
+``{"entries": {group key: entry}, ...}`` (:func:`~.processor.decode_page`). Spark's
+``statestore`` batch data source returns one row per page: a ``key`` struct (``page`` int)
+and a ``value`` struct (``page`` binary). The decoders below turn those rows into a store's
+entries, each knowing the entry format of the kernels that use it:
+
+- :class:`KeyValueEntries`: ``(value, ts)`` entries — ``AggregateProcessor`` (stream
+  ``aggregate``/``reduce``), ``TableAggregateKernel`` (table aggregations), and
+  ``TableSourceKernel`` (a materialized table, whose values are still encoded bytes);
+- :class:`WindowEntries`: ``{(start, end): [aggregate, ts, emitted]}`` entries — the window
+  kernels (time, sliding and session windows).
+
+Decoders are called in the test's process, never on the hot path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from streamtable.compiler.codecs import Codec
+from streamtable.compiler.paged.processor import decode_page
+
+
+def page_entries(rows: list[tuple[Any, Any]]) -> Iterator[tuple[bytes, Any]]:
+    """Every ``(group key, entry)`` of the pages in ``rows`` (``statestore`` rows' ``(key,
+    value)`` structs; ``value.page`` is the pickled page).
+    """
+    for _key, value in rows:
+        blob = None if value is None else value["page"]
+        for gk, entry in decode_page(blob)["entries"].items():
+            if gk is not None:
+                yield gk, entry
+
+
+@dataclass(frozen=True)
+class KeyValueEntries:
+    """Decoder of key-value pages whose entries are ``(value, ts)``.
+
+    Parameters
+    ----------
+    value_codec : Codec, optional
+        The entries hold encoded values (a materialized table): decode them with it. Without
+        it the entries hold the Python objects (aggregates).
+
+    Examples
+    --------
+    >>> import pickle
+    >>> page = {"entries": {b"b": (2, 10), b"a": (1, 5)}, "meta": {}}
+    >>> KeyValueEntries()([({"page": 3}, {"page": pickle.dumps(page)})])
+    [(b'b', 2), (b'a', 1)]
+    """
+
+    value_codec: Codec | None = None
+
+    def __call__(self, rows: list[tuple[Any, Any]]) -> list[tuple[bytes, Any]]:
+        """``(key bytes, value)`` of every key (unordered)."""
+        entries = [(gk, entry[0]) for gk, entry in page_entries(rows)]
+        if self.value_codec is None or not entries:
+            return entries
+        values = self.value_codec.decode_many([v for _, v in entries])
+        return [(gk, v) for (gk, _), v in zip(entries, values, strict=True)]
+
+
+@dataclass(frozen=True)
+class WindowEntries:
+    """Decoder of window kernels' pages: ``{(start, end): [aggregate, ts, emitted]}`` entries.
+
+    Examples
+    --------
+    >>> import pickle
+    >>> page = {"entries": {b"k": {(0, 10): [3, 7, False], (10, 20): [1, 12, False]}}}
+    >>> WindowEntries()([({"page": 0}, {"page": pickle.dumps(page)})])
+    [(b'k', 0, 10, 3), (b'k', 10, 20, 1)]
+    """
+
+    def __call__(self, rows: list[tuple[Any, Any]]) -> list[tuple[bytes, int, int, Any]]:
+        """``(key bytes, window start, window end, aggregate)`` of every window held."""
+        return [
+            (gk, start, end, window[0])
+            for gk, windows in page_entries(rows)
+            for (start, end), window in windows.items()
+        ]
