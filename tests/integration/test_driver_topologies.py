@@ -123,6 +123,24 @@ def test_table_output_compared_as_a_table(topology_driver):
     assert_table_equal(out, {"a": 2, "b": 1})
 
 
+def test_user_code_error_names_the_operator_and_record(topology_driver):
+    def parse(v):
+        return int(v)
+
+    b = StreamsBuilder()
+    b.stream("in", key_serde=S, value_serde=S).map_values(parse, name="parse").to(
+        "out", value_serde=L
+    )
+    driver = topology_driver(b.build())
+    inp = driver.create_input_topic("in", S, S)
+    with pytest.raises(StreamsError) as failed:
+        inp.pipe_input("k", "oops")
+    assert str(failed.value).startswith(
+        "User code raised ValueError: invalid literal for int() with base 10: 'oops' in operator "
+        "'parse' on the record at topic 'in' partition 0 offset 0."
+    )
+
+
 def test_a_closed_driver_refuses_input(topology_driver):
     b = StreamsBuilder()
     b.stream("in", key_serde=S, value_serde=S).to("out")

@@ -18,6 +18,7 @@ The mechanism (see ``docs/testing.md``):
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -54,6 +55,15 @@ _POLLING_DELAY = "spark.sql.streaming.pollingDelay"
 
 _registered: set[int] = set()
 _lock = threading.Lock()
+
+
+_CAUSE = re.compile(r"^streamtable\.errors\.\w+: (.*)$", re.MULTILINE)
+
+
+def _cause(e: BaseException) -> str:
+    """The streamtable message inside a failed query's Java and Python traces, if any."""
+    found = _CAUSE.findall(str(e))
+    return found[-1] if found else str(e)
 
 
 class _Capture:
@@ -271,7 +281,7 @@ class TopologyTestDriver:
             try:
                 q.processAllAvailable()
             except Exception as e:
-                raise StreamsError(f"Query {q.name} failed: {e}") from e
+                raise StreamsError(f"{_cause(e)} (query {q.name!r} failed)") from e
         for topic, key, value, ts, _headers in read_captured(self._capture_dir, self._captured):
             self._outputs.setdefault(topic, deque()).append((key, value, ts))
 
