@@ -138,3 +138,20 @@ def test_session_store_fetch(spark):
         assert store.find_sessions("a", 10_000, 20_000) == [(Windowed("a", 12_000, 12_000), 1)]
         with pytest.raises(TopologyError, match=r"'Sessions' is a session store.*get_session"):
             driver.get_window_store("Sessions")
+
+
+def test_table_store_of_a_stream_table_join(spark):
+    b = StreamsBuilder()
+    rates = b.table("rates", key_serde=S, value_serde=S, name="Rates")
+    (
+        b.stream("orders", key_serde=S, value_serde=S)
+        .join(rates, lambda order, rate: f"{order}@{rate}")
+        .to("priced", key_serde=S, value_serde=S)
+    )
+    with TopologyTestDriver(b.build()) as driver:
+        inp = driver.create_input_topic("rates", S, S)
+        store = driver.get_key_value_store("Rates")
+        inp.pipe_key_value_list([("usd", "1.0"), ("eur", "1.1")])
+        assert store.all() == [("eur", "1.1"), ("usd", "1.0")]
+        inp.pipe_input("usd", None)  # a tombstone deletes
+        assert store.all() == [("eur", "1.1")] and store.get("usd") is None

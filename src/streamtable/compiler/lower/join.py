@@ -21,6 +21,7 @@ from streamtable.compiler.paged.join_kernels import (
     TableTableJoinKernel,
 )
 from streamtable.compiler.paged.stages import LOOKUP_DDL, LookupKeyStage
+from streamtable.compiler.paged.stores import JoinTableEntries
 from streamtable.errors import TopologyError
 from streamtable.topology.nodes import (
     AggregateNode,
@@ -112,6 +113,10 @@ def lower_join(lowerer: Lowerer, node: JoinNode) -> Frame:
         as_of=node.kind is JoinKind.STREAM_TABLE,
     )
     df = frame_columns_only(run_paged(ctx, [left, right], kernel))
+    table = lowerer.nodes[node.parents[1]]
+    if isinstance(table, TableSourceNode):  # the join holds the table's contents
+        decode = JoinTableEntries(right.value_codec, versioned=kernel.as_of)
+        ctx.register_store(table.store_name, "key_value", right.key_codec, decode)
     return Frame(df, left.key_codec, PickleCodec(), stateful=True)
 
 

@@ -84,3 +84,41 @@ class WindowEntries:
             for gk, windows in page_entries(rows)
             for (start, end), window in windows.items()
         ]
+
+
+@dataclass(frozen=True)
+class JoinTableEntries:
+    """Decoder of the table side of a stream-table join's pages: the table's contents.
+
+    Parameters
+    ----------
+    value_codec : Codec
+        Decodes the table's stored values.
+    versioned : bool
+        Entries are versions ``[(ts, value bytes or None), ...]`` in timestamp order (a
+        stream-table join, ``StreamTableJoinKernel`` with ``as_of``): the latest version is
+        the table's value. Otherwise an entry is the latest value's bytes (GlobalKTable).
+
+    Examples
+    --------
+    >>> import pickle
+    >>> from streamtable.compiler.codecs import PickleCodec
+    >>> page = {"entries": {b"a": [(1, pickle.dumps("x")), (5, pickle.dumps("y"))],
+    ...                     b"b": [(2, pickle.dumps("z")), (3, None)]}}
+    >>> JoinTableEntries(PickleCodec())([({"page": 0}, {"page": pickle.dumps(page)})])
+    [(b'a', 'y')]
+    """
+
+    value_codec: Codec
+    versioned: bool = True
+
+    def __call__(self, rows: list[tuple[Any, Any]]) -> list[tuple[bytes, Any]]:
+        """``(key bytes, value)`` of every key whose latest value is not a tombstone."""
+        latest = [
+            (gk, entry[-1][1] if self.versioned else entry) for gk, entry in page_entries(rows)
+        ]
+        latest = [(gk, v) for gk, v in latest if v is not None]
+        if not latest:
+            return []
+        values = self.value_codec.decode_many([v for _, v in latest])
+        return [(gk, v) for (gk, _), v in zip(latest, values, strict=True)]
