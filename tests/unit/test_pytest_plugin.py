@@ -1,4 +1,4 @@
-"""The pytest plugin is registered by the installed package and provides its fixtures."""
+"""The pytest plugin is registered by the installed package and loaded by pytest."""
 
 from importlib.metadata import entry_points
 
@@ -8,6 +8,8 @@ def test_plugin_is_registered_as_a_pytest11_entry_point():
     assert plugins.get("streamtable") == "streamtable.testing.pytest_plugin"
 
 
-def test_plugin_fixtures_are_available(request):
-    names = set(request.session._fixturemanager._arg2fixturedefs)
-    assert {"spark_session", "embedded_kafka", "topology_driver"} <= names
+def test_pytest_loaded_the_plugin_with_its_fixtures(request):
+    plugin = request.config.pluginmanager.get_plugin("streamtable")
+    assert plugin is not None, "pytest did not load the streamtable plugin"
+    for fixture in ("spark_session", "embedded_kafka", "topology_driver"):
+        assert callable(getattr(plugin, fixture, None)), fixture
