@@ -70,9 +70,10 @@ def open_store(driver: TopologyTestDriver, name: str, kind: str) -> Any:
         if name in stores:
             readable = sorted(driver._stores)
             raise TopologyError(
-                f"Store {name!r} cannot be read by the TopologyTestDriver (only the stores of "
-                f"aggregations and of tables materialized for an aggregation can: suppression "
-                f"buffers and join stores cannot); the readable stores are {readable}."
+                f"Store {name!r} cannot be read by the TopologyTestDriver (the stores of "
+                f"aggregations can, and those of tables that a table aggregation or a stream "
+                f"join reads; suppression buffers, join stores and tables used otherwise "
+                f"cannot); the readable stores are {readable}."
             )
         raise TopologyError(f"The topology has no state store {name!r}; its stores are {stores}.")
     if loc.kind != kind:
