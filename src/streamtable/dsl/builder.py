@@ -239,6 +239,18 @@ class StreamsBuilder:
         ------
         TopologyError
             If the topology has no sink or ``foreach`` (it would compute nothing visible).
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").map_values(str.upper)
+        KStream(KSTREAM-MAPVALUES-0000000001)
+        >>> b.build()
+        Traceback (most recent call last):
+            ...
+        streamtable.errors.TopologyError: The topology has no output: end it with
+        KStream.to(topic) or KStream.foreach(fn).
         """
         nodes = self._graph.nodes()
         if not nodes:

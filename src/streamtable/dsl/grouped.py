@@ -90,6 +90,15 @@ class _Aggregations:
 
         Returns a table whose values are ``int`` counts (unwindowed: computed by Spark's own
         aggregation). ``retention``: see :meth:`aggregate`.
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.stream("clicks").group_by_key().count(name="clicks-per-user").to_stream().to("out")
+        >>> print(b.build().describe())  # doctest: +ELLIPSIS
+        Topologies: ...
+            Processor: KSTREAM-AGGREGATE-0000000001 (stores: [clicks-per-user]) ...
         """
         agg = Aggregation(_count_init, _count_add, native="count", merger=_count_merge)
         return self._aggregate(agg, name, "COUNT", retention)
@@ -106,6 +115,13 @@ class _Aggregations:
         The first value of a key is its initial aggregate. Null keys and values are skipped.
         Session windows merge two sessions' reductions with ``reducer`` too.
         ``retention``: see :meth:`aggregate`.
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.stream("amounts").group_by_key().reduce(lambda total, amount: total + amount)
+        KTable(KSTREAM-REDUCE-...)
         """
         check_callable(reducer, f"{self._kind}.reduce", "aggregate, value", 2)
         agg = Aggregation(_reduce_init, _ReduceAggregator(reducer), merger=_ReduceMerger(reducer))
@@ -145,6 +161,19 @@ class _Aggregations:
         TopologyError
             If a session-windowed aggregation has no ``merger``, ``retention`` is given
             without windows, or is shorter than window size + grace.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> from streamtable import SessionWindows, StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> sessions = SessionWindows.of_inactivity_gap_with_no_grace(timedelta(minutes=30))
+        >>> per_session = b.stream("clicks").group_by_key().windowed_by(sessions)
+        >>> per_session.aggregate(list, lambda k, v, agg: agg + [v])
+        Traceback (most recent call last):
+            ...
+        streamtable.errors.TopologyError: SessionWindowedKStream.aggregate needs
+        merger=fn(key, agg1, agg2) ...
         """
         check_callable(initializer, f"{self._kind}.aggregate initializer", "", 0)
         check_callable(aggregator, f"{self._kind}.aggregate", "key, value, aggregate", 3)
@@ -267,6 +296,16 @@ class KGroupedStream(_Aggregations):
         ------
         TopologyError
             If ``windows`` is not one of the window kinds or the topic name is illegal.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> from streamtable import StreamsBuilder, TimeWindows
+        >>> b = StreamsBuilder()
+        >>> five_minutes = TimeWindows.of_size_with_no_grace(timedelta(minutes=5))
+        >>> hopping = five_minutes.advance_by(timedelta(minutes=1))
+        >>> b.stream("clicks").group_by_key().windowed_by(hopping).count().windows
+        TimeWindowSpec(size_ms=300000, advance_ms=60000, grace_ms=0)
         """
         if not isinstance(windows, TimeWindows | SlidingWindows | SessionWindows):
             raise TopologyError(

@@ -68,6 +68,14 @@ class KGroupedTable:
     ) -> KTable:
         """``adder(aggregate, value)`` / ``subtractor(aggregate, value)``; a group's first value
         is its aggregate (Kafka Streams' ``KTableReduce``).
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> balances = b.table("balances").group_by(lambda k, row: (row["branch"], row["amount"]))
+        >>> balances.reduce(lambda total, v: total + v, lambda total, v: total - v)
+        KTable(KTABLE-REDUCE-...)
         """
         check_callable(adder, "KGroupedTable.reduce adder", "aggregate, value", 2)
         check_callable(subtractor, "KGroupedTable.reduce subtractor", "aggregate, value", 2)
@@ -82,6 +90,14 @@ class KGroupedTable:
     ) -> KTable:
         """``adder(key, value, aggregate)`` / ``subtractor(key, value, aggregate)``; a group
         starts from ``initializer()``.
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> regions = b.table("users").group_by(lambda user, region: (region, user))
+        >>> regions.aggregate(set, lambda k, user, s: s | {user}, lambda k, user, s: s - {user})
+        KTable(KTABLE-AGGREGATE-...)
         """
         check_callable(initializer, "KGroupedTable.aggregate initializer", "", 0)
         check_callable(adder, "KGroupedTable.aggregate adder", "key, value, aggregate", 3)

@@ -99,12 +99,29 @@ class KStream:
         ------
         TopologyError
             If ``predicate`` cannot be called with ``(key, value)``.
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").filter(lambda v: v is not None)
+        Traceback (most recent call last):
+            ...
+        streamtable.errors.TopologyError: KStream.filter expects a callable taking (key, value), ...
         """
         check_callable(predicate, "KStream.filter", "key, value", 2)
         return self._op(RecordOpKind.FILTER, predicate, "FILTER", name)
 
     def filter_not(self, predicate: Callable[[Any, Any], bool], name: str | None = None) -> KStream:
-        """Drop the records for which ``predicate(key, value)`` is true (``filterNot``)."""
+        """Drop the records for which ``predicate(key, value)`` is true (``filterNot``).
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").filter_not(lambda k, v: v is None)
+        KStream(KSTREAM-FILTER-0000000001)
+        """
         check_callable(predicate, "KStream.filter_not", "key, value", 2)
         return self._op(RecordOpKind.FILTER, _Negate(predicate), "FILTER", name)
 
@@ -114,6 +131,16 @@ class KStream:
         """Replace each record by ``mapper(key, value) -> (new_key, new_value)``.
 
         Marks the stream for repartitioning: a later ``group_by_key`` shuffles by the new key.
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").map(lambda k, v: (v, k)).group_by_key().count().to_stream().to("out")
+        >>> print(b.build().describe())  # doctest: +ELLIPSIS
+        Topologies: ...
+            Sink: KSTREAM-AGGREGATE-STATE-STORE-0000000002-repartition-sink
+              (topic: KSTREAM-AGGREGATE-STATE-STORE-0000000002-repartition) ...
         """
         check_callable(mapper, "KStream.map", "key, value", 2)
         return self._op(RecordOpKind.MAP, mapper, "MAP", name, changes_key=True, keeps_value=False)
@@ -122,6 +149,15 @@ class KStream:
         """Replace each value by ``mapper(value)``; the key is kept (no repartitioning).
 
         As in Kafka Streams, the mapper is also called for null values.
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").map_values(lambda k, v: v.upper())
+        Traceback (most recent call last):
+            ...
+        streamtable.errors.TopologyError: KStream.map_values expects a callable taking (value), ...
         """
         check_callable(mapper, "KStream.map_values", "value", 1)
         return self._op(RecordOpKind.MAP_VALUES, mapper, "MAPVALUES", name, keeps_value=False)
@@ -133,6 +169,13 @@ class KStream:
 
         Every output record has the input record's timestamp. Marks the stream for
         repartitioning.
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").flat_map(lambda k, v: [(word, 1) for word in v.split()])
+        KStream(KSTREAM-FLATMAP-0000000001)
         """
         check_callable(mapper, "KStream.flat_map", "key, value", 2)
         return self._op(
@@ -142,14 +185,30 @@ class KStream:
     def flat_map_values(
         self, mapper: Callable[[Any], Iterable[Any]], name: str | None = None
     ) -> KStream:
-        """Replace each value by zero or more values from ``mapper(value)``; keys are kept."""
+        """Replace each value by zero or more values from ``mapper(value)``; keys are kept.
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").flat_map_values(str.split)
+        KStream(KSTREAM-FLATMAPVALUES-0000000001)
+        """
         check_callable(mapper, "KStream.flat_map_values", "value", 1)
         return self._op(
             RecordOpKind.FLAT_MAP_VALUES, mapper, "FLATMAPVALUES", name, keeps_value=False
         )
 
     def select_key(self, mapper: Callable[[Any, Any], Any], name: str | None = None) -> KStream:
-        """Set each record's key to ``mapper(key, value)`` (``selectKey``); marks repartitioning."""
+        """Set each record's key to ``mapper(key, value)`` (``selectKey``); marks repartitioning.
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.stream("clicks").select_key(lambda k, v: v["user"])
+        KStream(KSTREAM-KEY-SELECT-0000000001)
+        """
         check_callable(mapper, "KStream.select_key", "key, value", 2)
         return self._op(RecordOpKind.SELECT_KEY, mapper, "KEY-SELECT", name, changes_key=True)
 
@@ -158,12 +217,33 @@ class KStream:
 
         The action runs on Spark executors (Python workers), once per processing attempt:
         like Kafka Streams' ``peek``, it is not covered by the processing guarantee.
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").peek(lambda k, v: print(k, v)).to("out")
+        >>> print(b.build().describe())  # doctest: +ELLIPSIS
+        Topologies: ...
+            Processor: KSTREAM-PEEK-0000000001 (stores: [])
+              --> KSTREAM-SINK-0000000002 ...
         """
         check_callable(action, "KStream.peek", "key, value", 2)
         return self._op(RecordOpKind.PEEK, action, "PEEK", name)
 
     def foreach(self, action: Callable[[Any, Any], None], name: str | None = None) -> None:
-        """Call ``action(key, value)`` for each record; a terminal operation (``foreach``)."""
+        """Call ``action(key, value)`` for each record; a terminal operation (``foreach``).
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").foreach(lambda k, v: print(k, v))
+        >>> print(b.build().describe())  # doctest: +ELLIPSIS
+        Topologies: ...
+            Processor: KSTREAM-FOREACH-0000000001 (stores: [])
+              --> none ...
+        """
         check_callable(action, "KStream.foreach", "key, value", 2)
         self._op(RecordOpKind.PEEK, action, "FOREACH", name, terminal=True)
 
@@ -174,6 +254,16 @@ class KStream:
         ------
         TopologyError
             If ``other`` is not a ``KStream`` of the same builder.
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> a, c = StreamsBuilder().stream("a"), StreamsBuilder().stream("c")
+        >>> a.merge(c)
+        Traceback (most recent call last):
+            ...
+        streamtable.errors.TopologyError: KStream.merge: both streams must come from the same
+        StreamsBuilder.
         """
         if not isinstance(other, KStream):
             raise TopologyError(f"KStream.merge expects a KStream; got {type(other).__name__}.")
@@ -221,6 +311,13 @@ class KStream:
 
         On Spark this is a shuffle by the serialized key; ``describe()`` shows the
         repartition topic ``<name>-repartition`` Kafka Streams would create.
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").repartition(name="by-user", num_partitions=4)
+        KStream(by-user-repartition)
         """
         if num_partitions is not None and num_partitions <= 0:
             raise TopologyError(
@@ -256,6 +353,17 @@ class KStream:
 
         Repartitions first when an upstream operation changed the key. ``name`` names the
         repartition topic (Kafka Streams' ``Grouped.as``).
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").group_by_key().count(name="counts").to_stream().to("out")
+        >>> print(b.build().describe())  # doctest: +ELLIPSIS
+        Topologies:
+           Sub-topology: 0
+            Source: KSTREAM-SOURCE-0000000000 (topics: [in])
+              --> KSTREAM-AGGREGATE-0000000001 ...
         """
         from streamtable.dsl.grouped import KGroupedStream
 
@@ -275,7 +383,17 @@ class KStream:
         value_serde: Serde | None = None,
         name: str | None = None,
     ) -> KGroupedStream:
-        """Group records by ``selector(key, value)`` (``groupBy``); always repartitions."""
+        """Group records by ``selector(key, value)`` (``groupBy``); always repartitions.
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").group_by(lambda k, v: v, name="by-value").count().to_stream().to("out")
+        >>> print(b.build().describe())  # doctest: +ELLIPSIS
+        Topologies: ...
+            Sink: by-value-repartition-sink (topic: by-value-repartition) ...
+        """
         check_callable(selector, "KStream.group_by", "key, value", 2)
         selected = self.select_key(selector)
         from streamtable.dsl.grouped import KGroupedStream
@@ -308,6 +426,15 @@ class KStream:
 
         ``joiner(stream_value, other_value)``. Raises :class:`TopologyError` for an operand
         or argument of the wrong kind.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> from streamtable import JoinWindows, StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> window = JoinWindows.of_time_difference_with_no_grace(timedelta(minutes=5))
+        >>> b.stream("views").join(b.stream("clicks"), lambda view, click: (view, click), window)
+        KStream(KSTREAM-JOIN-0000000002)
         """
         return self._join("inner", other, args, name)
 
@@ -322,6 +449,14 @@ class KStream:
         KIP-962); with a GlobalKTable its ``key_selector`` is still called and a non-null
         lookup key is looked up. A non-null record whose lookup key is ``None`` is dropped
         (``null_lookup_key``); records with a null value are dropped (``null_value``).
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> users = b.global_table("users")
+        >>> b.stream("orders").left_join(users, lambda k, order: order["user"], lambda o, u: (o, u))
+        KStream(KSTREAM-LEFTJOIN-0000000003)
         """
         return self._join("left", other, args, name)
 
@@ -335,6 +470,16 @@ class KStream:
     ) -> KStream:
         """Windowed outer join of two streams: non-matches of either side are emitted as
         ``joiner(value, None)`` / ``joiner(None, value)`` once their window closes.
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.stream("orders").outer_join(b.table("users"), lambda o, u: (o, u), None)
+        Traceback (most recent call last):
+            ...
+        streamtable.errors.TopologyError: KStream.outer_join joins another KStream (Kafka Streams
+        has no outer stream-table join); got KTable.
         """
         if not isinstance(other, KStream):
             raise TopologyError(
@@ -424,6 +569,15 @@ class KStream:
         ------
         TopologyError
             If ``topic`` is not a legal Kafka topic name.
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.stream("in").to("my topic")
+        Traceback (most recent call last):
+            ...
+        streamtable.errors.TopologyError: KStream.to: 'my topic' is not a legal Kafka topic name ...
         """
         _check_topic(topic, "KStream.to")
         if partitioner is not None:
@@ -453,7 +607,16 @@ class BranchedKStream:
     def branch(
         self, predicate: Callable[[Any, Any], bool], name: str | None = None
     ) -> BranchedKStream:
-        """Add a branch taking the records that match ``predicate`` and no earlier branch."""
+        """Add a branch taking the records that match ``predicate`` and no earlier branch.
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> split = b.stream("in").split(name="size-").branch(lambda k, v: v > 100)
+        >>> sorted(split.branch(lambda k, v: v > 10).no_default_branch())
+        ['size-1', 'size-2']
+        """
         check_callable(predicate, "BranchedKStream.branch", "key, value", 2)
         earlier = tuple(self._predicates)
         self._predicates.append(predicate)
@@ -462,13 +625,31 @@ class BranchedKStream:
         return self
 
     def default_branch(self, name: str | None = None) -> dict[str, KStream]:
-        """Add a branch for the records no predicate matched and return all branches."""
+        """Add a branch for the records no predicate matched and return all branches.
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> branches = b.stream("in").split(name="s-").branch(lambda k, v: v > 0).default_branch()
+        >>> branches
+        {'s-1': KStream(KSTREAM-FILTER-0000000001), 's-0': KStream(KSTREAM-FILTER-0000000002)}
+        """
         branch_name = self._prefix + (name or "0")
         self._branches[branch_name] = self._stream.filter_not(_AnyOf(tuple(self._predicates)))
         return dict(self._branches)
 
     def no_default_branch(self) -> dict[str, KStream]:
-        """Return the branches; records no predicate matched are dropped."""
+        """Return the branches; records no predicate matched are dropped.
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> split = b.stream("in").split(name="s-")
+        >>> split.branch(lambda k, v: v > 0, name="pos").no_default_branch()
+        {'s-pos': KStream(KSTREAM-FILTER-0000000001)}
+        """
         return dict(self._branches)
 
 

@@ -91,13 +91,28 @@ class KTable:
         A row that stops passing the predicate is forwarded as a tombstone, so downstream
         tables delete it (Kafka Streams' ``KTableFilter``). The predicate is never called
         for tombstones, which are forwarded as they are.
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.table("users").filter(lambda k, v: v["active"])
+        KTable(KTABLE-FILTER-0000000002)
         """
         check_callable(predicate, "KTable.filter", "key, value", 2)
         node = self._table_op(TableOpKind.FILTER, predicate, "FILTER", name)
         return self._derived(node, keeps_value=True)
 
     def filter_not(self, predicate: Callable[[Any, Any], bool], name: str | None = None) -> KTable:
-        """Keep rows for which ``predicate(key, value)`` is false; others become tombstones."""
+        """Keep rows for which ``predicate(key, value)`` is false; others become tombstones.
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.table("users").filter_not(lambda k, v: v["banned"])
+        KTable(KTABLE-FILTER-0000000002)
+        """
         from streamtable.dsl.kstream import _Negate
 
         check_callable(predicate, "KTable.filter_not", "key, value", 2)
@@ -109,6 +124,15 @@ class KTable:
 
         Unlike ``KStream.map_values`` the mapper is never called with ``None`` (Kafka Streams'
         ``KTableMapValues``).
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.table("users").map_values(lambda k, v: v["name"])
+        Traceback (most recent call last):
+            ...
+        streamtable.errors.TopologyError: KTable.map_values expects a callable taking (value), ...
         """
         check_callable(mapper, "KTable.map_values", "value", 1)
         node = self._table_op(TableOpKind.MAP_VALUES, mapper, "MAPVALUES", name)
@@ -119,6 +143,16 @@ class KTable:
 
         Written to a topic (``to_stream().to(topic)``), it holds upserts and tombstones, so
         a compacted topic mirrors the table.
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> b.table("users").to_stream().to("users-changes")
+        >>> print(b.build().describe())  # doctest: +ELLIPSIS
+        Topologies: ...
+            Processor: KTABLE-TOSTREAM-0000000002 (stores: [])
+              --> KSTREAM-SINK-0000000003 ...
         """
         from streamtable.dsl.kstream import KStream
 
@@ -151,6 +185,18 @@ class KTable:
         TopologyError
             For ``until_window_closes`` on a table that is not the direct result of a
             windowed aggregation, or if ``suppressed`` is not a :class:`Suppressed`.
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> from streamtable import StreamsBuilder, Suppressed
+        >>> b = StreamsBuilder()
+        >>> b.table("users").suppress(Suppressed.until_window_closes())
+        Traceback (most recent call last):
+            ...
+        streamtable.errors.TopologyError: Suppressed.until_window_closes needs a windowed table, ...
+        >>> b.table("prices").suppress(Suppressed.until_time_limit(timedelta(seconds=30)))
+        KTable(KTABLE-SUPPRESS-0000000004)
         """
         from streamtable.dsl.suppressed import Suppressed
 
@@ -209,6 +255,19 @@ class KTable:
         ------
         TopologyError
             If the table is windowed (group a windowed table's stream instead).
+
+        Examples
+        --------
+        >>> from datetime import timedelta
+        >>> from streamtable import StreamsBuilder, TimeWindows
+        >>> b = StreamsBuilder()
+        >>> minutes = TimeWindows.of_size_with_no_grace(timedelta(minutes=1))
+        >>> counts = b.stream("clicks").group_by_key().windowed_by(minutes).count()
+        >>> counts.group_by(lambda window, n: (window.key, n))
+        Traceback (most recent call last):
+            ...
+        streamtable.errors.TopologyError: KTable.group_by on a windowed table is not supported; use
+        to_stream().group_by(...) instead.
         """
         from streamtable.dsl.grouped_table import KGroupedTable
 
@@ -294,6 +353,16 @@ class KTable:
         computed for a left value that has since changed (its value-hash check), the result
         here is always computed from the current left value, so the final table does not
         depend on how the input is cut into micro-batches.
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> customers = b.table("customers")
+        >>> orders = b.table("orders")
+        >>> orders.join(customers, lambda o, c: {**o, "customer": c},
+        ...             foreign_key_extractor=lambda o: o["customer_id"], name="order-customer")
+        KTable(order-customer)
         """
         return self._join(other, joiner, "inner", name, foreign_key_extractor)
 
@@ -318,6 +387,14 @@ class KTable:
         KIP-962); a left delete emits a tombstone; a right update re-joins every left row
         referencing it, a right delete gives ``joiner(v, None)`` for each. Output
         timestamps as for :meth:`join`.
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> users, scores = b.table("users"), b.table("scores")
+        >>> users.left_join(scores, lambda user, score: (user, score or 0))
+        KTable(KTABLE-LEFTJOIN-0000000004)
         """
         return self._join(other, joiner, "left", name, foreign_key_extractor)
 
@@ -336,6 +413,16 @@ class KTable:
         TopologyError
             If ``foreign_key_extractor`` is given: Kafka Streams has no foreign-key outer
             join (use :meth:`left_join`).
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder
+        >>> b = StreamsBuilder()
+        >>> orders, users = b.table("orders"), b.table("users")
+        >>> orders.outer_join(users, lambda o, u: (o, u), foreign_key_extractor=lambda o: o["user"])
+        Traceback (most recent call last):
+            ...
+        streamtable.errors.TopologyError: KTable.outer_join has no foreign-key form ...
         """
         if foreign_key_extractor is not None:
             raise TopologyError(
