@@ -8,7 +8,7 @@ import pytest
 
 from streamtable import Serdes, SessionWindows, StreamsBuilder, Suppressed, TimeWindows, Windowed
 from streamtable.errors import TopologyError
-from streamtable.testing import TopologyTestDriver, driver_stores
+from streamtable.testing import TopologyTestDriver
 
 S, L = Serdes.string(), Serdes.long()
 
@@ -38,9 +38,9 @@ def test_reduce_store_get_all_range_in_key_byte_order(spark):
         assert store.get(10) == "ad" and store.get(99) is None
         assert store.approximate_num_entries() == 3
         # read once per committed micro-batch: the cache holds the last batch's contents
-        batch, entries = driver_stores._caches[driver].contents["Joined"]
+        batch, entries = driver._store_cache.contents["Joined"]
         assert store.get(-1) == "b"
-        assert driver_stores._caches[driver].contents["Joined"] == (batch, entries)
+        assert driver._store_cache.contents["Joined"] == (batch, entries)
         with pytest.raises(TopologyError, match=r"'Joined' is a key-value store.*get_key_value"):
             driver.get_window_store("Joined")
 

@@ -16,6 +16,12 @@ def test_stream_compares_values_pairs_or_records_by_the_expected_shape():
         assert_stream_equal(records, [TestRecord("a", 1, 99), TestRecord("b", None)])
 
 
+def test_stream_pairs_match_records_without_timestamp():
+    assert_stream_equal([("a", 1)], [TestRecord("a", 1)])
+    with pytest.raises(AssertionError, match=r"got \('a', 1, None\), expected \('a', 1, 5\)"):
+        assert_stream_equal([("a", 1)], [TestRecord("a", 1, 5)])
+
+
 def test_stream_length_differences_are_named():
     with pytest.raises(
         AssertionError,

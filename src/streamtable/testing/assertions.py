@@ -34,15 +34,21 @@ def _as_pair(x: Any) -> tuple[Any, Any]:
 
 
 def _project(actual: Any, expected: Any) -> Any:
-    """``actual`` reduced to what ``expected`` states (value; key and value; or a record)."""
+    """``actual`` reduced to what ``expected`` states: key, value and (if the expected one is
+    set) timestamp of a record; key and value of a pair; a value. A pair in ``actual`` is a
+    record without timestamp; compared with a plain value it is compared whole.
+    """
+    if _is_record(actual):
+        key, value, ts = actual.key, actual.value, actual.timestamp
+    elif isinstance(actual, tuple) and len(actual) == 2:
+        (key, value), ts = actual, None
+    else:
+        return actual  # a plain value
     if _is_record(expected):
-        if not _is_record(actual):
-            return (*_as_pair(actual), None) if expected.timestamp is not None else actual
-        ts = actual.timestamp if expected.timestamp is not None else None
-        return (actual.key, actual.value, ts)
+        return (key, value, ts if expected.timestamp is not None else None)
     if isinstance(expected, tuple) and len(expected) == 2:
-        return _as_pair(actual) if (_is_record(actual) or isinstance(actual, tuple)) else actual
-    return actual.value if _is_record(actual) else actual
+        return (key, value)
+    return value if _is_record(actual) else actual
 
 
 def _shape(expected: Any) -> Any:

@@ -124,6 +124,7 @@ class TopologyTestDriver:
         self._queries: list[Any] = []
         self._plans: list[Any] = []
         self._stores: dict[str, Any] = {}
+        self._store_cache = driver_stores.StoreCache()
         self._closed = False
         try:
             self._start()

@@ -19,7 +19,6 @@ the state production writes.
 from __future__ import annotations
 
 import os
-import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -89,23 +88,15 @@ def open_store(driver: TopologyTestDriver, name: str, kind: str) -> Any:
 
 
 @dataclass
-class _DriverCache:
-    """What one driver has read: operator ids per query, decoded contents per store."""
+class StoreCache:
+    """What one driver has read (``TopologyTestDriver._store_cache``): operator ids per query,
+    decoded contents per store.
+    """
 
     #: query -> Spark operatorId of each stateful operator, in the compiler's order
     operator_ids: dict[str, list[int]] = field(default_factory=dict)
     #: store -> (batch id the contents are as of, entries)
     contents: dict[str, tuple[int, list[tuple[Any, ...]]]] = field(default_factory=dict)
-
-
-_caches: weakref.WeakKeyDictionary[Any, _DriverCache] = weakref.WeakKeyDictionary()
-
-
-def _cache(driver: TopologyTestDriver) -> _DriverCache:
-    cache = _caches.get(driver)
-    if cache is None:
-        cache = _caches[driver] = _DriverCache()
-    return cache
 
 
 def _last_commit(checkpoint: Path) -> int | None:
@@ -146,7 +137,7 @@ def _stateful_post_order(plan: Any) -> list[int]:
     return ids
 
 
-def _operator_id(driver: TopologyTestDriver, loc: StoreLocation, cache: _DriverCache) -> int:
+def _operator_id(driver: TopologyTestDriver, loc: StoreLocation, cache: StoreCache) -> int:
     ids = cache.operator_ids.get(loc.query)
     if ids is None:
         query = next(
@@ -185,7 +176,7 @@ def read_entries(driver: TopologyTestDriver, name: str, loc: StoreLocation) -> l
     batch = _last_commit(checkpoint)
     if batch is None:
         return []  # nothing processed yet
-    cache = _cache(driver)
+    cache = driver._store_cache
     cached = cache.contents.get(name)
     if cached is not None and cached[0] == batch:
         return cached[1]
