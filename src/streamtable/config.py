@@ -284,6 +284,11 @@ _KEYS: dict[str, tuple[str, _Parser, Any]] = {
     ),
     "request.timeout.ms": ("request_timeout_ms", lambda k, v: _int(k, v, minimum=1), 30000),
     "task.timeout.ms": ("task_timeout_ms", lambda k, v: _int(k, v, minimum=0), 300000),
+    "repartition.purge.interval.ms": (
+        "repartition_purge_interval_ms",
+        lambda k, v: _int(k, v, minimum=0),
+        30000,
+    ),
     "streamtable.trigger": ("trigger", lambda k, v: _choice(k, v, _TRIGGERS), "processing_time"),
     "streamtable.shuffle.partitions": ("shuffle_partitions", lambda k, v: _int(k, v, minimum=1), 4),
     "streamtable.max.offsets.per.trigger": ("max_offsets_per_trigger", _max_offsets, None),
@@ -408,8 +413,8 @@ class StreamsConfig:
     - ``max.task.idle.ms`` (int >= 0 or -1; default 0): accepted for compatibility; not
       used by this version (Spark has no idle-partition synchronisation).
     - ``replication.factor`` (int >= 1 or -1 = broker default; default -1): accepted for
-      compatibility; this version creates its internal topic (the exactly-once markers) with
-      the broker's default replication factor.
+      compatibility; this version creates its internal topics (repartition topics, the
+      exactly-once markers) with the broker's default replication factor.
     - ``client.id`` (str; default ``""``): accepted for compatibility; not used.
     - ``statestore.cache.max.bytes`` (int >= 0; default 10485760): accepted for
       compatibility; not used (updates are coalesced per key and micro-batch instead).
@@ -419,6 +424,9 @@ class StreamsConfig:
       As in Kafka Streams: how long a query failing with transient Kafka errors (timeouts, a
       partition without a leader, a moving coordinator) is restarted from its checkpoint
       before the application goes to ``ERROR``. ``0`` fails at the first error.
+    - ``repartition.purge.interval.ms`` (int >= 0; default 30000): as in Kafka Streams: how
+      often records of internal repartition topics that every reading query has processed
+      and committed are deleted (``DeleteRecords``).
     - ``streamtable.trigger`` (``"processing_time"`` default | ``"available_now"`` |
       ``"real_time"``): Spark trigger: periodic micro-batches every ``commit.interval.ms``,
       or process what is available then stop. ``"real_time"`` (Spark's real-time mode) is
@@ -486,6 +494,7 @@ class StreamsConfig:
     statestore_cache_max_bytes: int = 10 * 1024 * 1024
     request_timeout_ms: int = 30000
     task_timeout_ms: int = 300000
+    repartition_purge_interval_ms: int = 30000
     trigger: Trigger = "processing_time"
     shuffle_partitions: int = 4
     max_offsets_per_trigger: int | None = None

@@ -259,17 +259,15 @@ def test_windowed_aggregation_refusals_name_what_to_change(
 ):
     import pytest
 
-    from streamtable.errors import MissingSourceTopicError, TopologyError
+    from streamtable.errors import MissingSourceTopicError
 
     bs = kafka_broker.bootstrap_servers
     inp, out, late = topic_name("in"), topic_name("out"), topic_name("late-missing")
     ensure_topics(bs, {inp: 1, out: 1})
 
-    def build(explicit_partitions=None, late_topic=None):
+    def build(late_topic=None):
         b = StreamsBuilder()
         s = b.stream(inp, key_serde=Serdes.string(), value_serde=Serdes.string())
-        if explicit_partitions:
-            s = s.repartition(num_partitions=explicit_partitions)
         (
             s.group_by_key()
             .windowed_by(TimeWindows.of_size_with_no_grace(1000), late_records_topic=late_topic)
@@ -286,6 +284,5 @@ def test_windowed_aggregation_refusals_name_what_to_change(
     app = KafkaStreams(build(late_topic=late), app_config())
     with pytest.raises(MissingSourceTopicError, match=rf"\['{late}'\] do not exist"):
         app.start()
-    app = KafkaStreams(build(explicit_partitions=4), app_config())
-    with pytest.raises(TopologyError, match="follows repartition\\(num_partitions=...\\)"):
-        app.start()
+    # an explicit repartition before the windows is a sub-topology of its own now
+    # (test_subtopologies.py::test_explicit_repartition_then_windowed_count)

@@ -32,9 +32,6 @@ class Frame:
         An aggregation is upstream: the query runs in update output mode.
     pending_source : SourceNode or None
         The columns are still raw topic bytes nobody has deserialized (and so validated).
-    shuffled : bool
-        An explicit repartition redistributed the records: Spark tasks no longer hold each
-        source partition's records in offset order.
     """
 
     df: DataFrame
@@ -42,7 +39,6 @@ class Frame:
     value_codec: Codec
     stateful: bool = False
     pending_source: SourceNode | None = None
-    shuffled: bool = False
 
     def with_(self, **changes: Any) -> Frame:
         """A copy with some fields changed."""
@@ -124,6 +120,9 @@ class CompileContext:
     order_columns: bool = False
     #: Python output stages write to this folder instead of Kafka (the TopologyTestDriver)
     capture_dir: str | None = None
+    #: internal repartition topics of the cut topology -> partitions (set by
+    #: ``compile_topology``; the runtime creates them before starting the queries)
+    internal_topics: dict[str, int] = field(default_factory=dict)
     _counter: int = 0
 
     def output_spec(self, stage: str) -> OutputSpec:

@@ -1,6 +1,8 @@
 """Compile a :class:`~streamtable.topology.Topology` into Spark streaming queries.
 
-One query per terminal node (each ``to()`` sink and each ``foreach``). Within a query, nodes are
+One query per terminal node (each ``to()`` sink and each ``foreach``), plus one per internal
+repartition topic where the topology is cut into sub-topologies (see :mod:`.subtopologies`):
+such a query writes the topic, and the queries downstream read it. Within a query, nodes are
 lowered from the terminal up; each core node has its own lowering module under
 ``streamtable.compiler.lower``. The consumer of a chain of record operations says which encoding
 it wants, so serialization is fused into the chain's Python stage.
@@ -10,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from pyspark.sql import functions as F
 
 from streamtable.compiler.codecs import Codec, PresenceCodec
 from streamtable.compiler.frame import CompileContext, Frame
@@ -37,6 +41,8 @@ from streamtable.compiler.lower.windowed import (
     lower_windowed_aggregate,
     windowed_key_codec,
 )
+from streamtable.compiler.metrics import count_and_drop
+from streamtable.compiler.subtopologies import cut_topology, repartition_partitions
 from streamtable.errors import TopologyError
 from streamtable.topology.nodes import (
     AggregateNode,
@@ -78,6 +84,10 @@ class QueryPlan:
         ``spark.sql.streaming.stateStore.encodingFormat`` for the query: ``"avro"`` (state
         schemas can evolve) when all its state is ``transformWithState``, else ``"unsaferow"``
         (Spark's built-in aggregations support nothing else).
+    writes_internal : str or None
+        The internal repartition topic the query writes (it then writes nothing else).
+    reads_internal : tuple of str
+        The internal repartition topics the query reads (written by queries before it).
     """
 
     name: str
@@ -85,6 +95,8 @@ class QueryPlan:
     sink: str
     output_mode: str
     state_encoding: str = "unsaferow"
+    writes_internal: str | None = None
+    reads_internal: tuple[str, ...] = ()
 
 
 class Lowerer:
@@ -190,6 +202,10 @@ class Lowerer:
                 pass  # written natively
             else:
                 frame = convert(self.ctx, frame, key, value)
+        if node.internal:
+            # Kafka Streams' repartition filter: a record without key has no partition
+            df = count_and_drop(self.ctx, frame.df, {"null_key": F.col("key").isNull()})
+            frame = frame.with_(df=df)
         mode = "update" if frame.stateful else "append"
         return QueryPlan(
             node.name,
@@ -197,13 +213,38 @@ class Lowerer:
             "kafka",
             mode,
             self._encoding(),
+            writes_internal=node.topic if node.internal else None,
+            reads_internal=self._internal_inputs(node.name),
         )
 
     def foreach(self, node: RecordOpNode) -> QueryPlan:
         """The query running a terminal ``foreach``."""
         frame = self.lower(node.name)
         mode = "update" if frame.stateful else "append"
-        return QueryPlan(node.name, frame.df, "noop", mode, self._encoding())
+        return QueryPlan(
+            node.name,
+            frame.df,
+            "noop",
+            mode,
+            self._encoding(),
+            reads_internal=self._internal_inputs(node.name),
+        )
+
+    def _internal_inputs(self, name: str) -> tuple[str, ...]:
+        """The internal repartition topics read by the sources above node ``name``."""
+        topics: dict[str, None] = {}
+        seen: set[str] = set()
+        todo = [name]
+        while todo:
+            n = todo.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            node = self.nodes[n]
+            if isinstance(node, SourceNode) and node.internal:
+                topics.update(dict.fromkeys(node.topics))
+            todo.extend(node.parents)
+        return tuple(topics)
 
     def _encoding(self) -> str:
         return "avro" if self.ctx.uses_native_state is False and self.ctx.uses_tws else "unsaferow"
@@ -243,13 +284,30 @@ class Lowerer:
 def compile_topology(topology: Topology, ctx: CompileContext) -> list[QueryPlan]:
     """Lower every terminal node of ``topology`` to a :class:`QueryPlan`.
 
+    Where one Spark query cannot hold a chain of stateful operators, the topology is first cut
+    into sub-topologies (:func:`~streamtable.compiler.subtopologies.cut_topology`); the
+    internal topics and their partition counts are then in ``ctx.internal_topics``, and
+    ``ctx.graph`` is the cut graph. Plans come upstream first: a plan reading an internal
+    topic comes after the plan writing it.
+
     Raises
     ------
     TopologyError
         When a node cannot be compiled (the message names it and says what to change).
     """
+    cfg = ctx.config
+    graph, cuts = cut_topology(
+        topology.graph,
+        cfg.application_id,
+        default_key_serde=cfg.default_key_serde,
+        default_value_serde=cfg.default_value_serde,
+    )
+    if cuts:
+        ctx.graph = graph
+        ctx.internal_topics = repartition_partitions(graph, cuts, ctx.topic_partitions)
+        ctx.topic_partitions = {**ctx.topic_partitions, **ctx.internal_topics}
     plans = []
-    for node in topology.graph.nodes:
+    for node in graph.nodes:
         if isinstance(node, SinkNode):
             plans.append(Lowerer(ctx, node.name).sink(node))
         elif isinstance(node, RecordOpNode) and node.terminal:

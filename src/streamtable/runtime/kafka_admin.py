@@ -246,3 +246,31 @@ class KafkaAdmin:
                 "(1 partition) or grant the application CREATE on topics prefixed by its "
                 "application.id."
             ) from None
+
+    def delete_records(self, before: Mapping[tuple[str, int], int]) -> None:
+        """Delete the records before the given offsets (Kafka's ``DeleteRecords``).
+
+        Parameters
+        ----------
+        before : mapping
+            ``{(topic, partition): offset}``: records below ``offset`` are deleted.
+
+        Raises
+        ------
+        StreamtableError
+            If the broker refuses (e.g. no ``DELETE`` permission on the topic).
+        """
+        if not before:
+            return
+        from confluent_kafka import TopicPartition
+
+        tps = [TopicPartition(t, p, o) for (t, p), o in before.items()]
+        futures = self._admin.delete_records(tps, request_timeout=self.timeout_s)
+        try:
+            for f in futures.values():
+                f.result()
+        except KafkaException as e:
+            raise StreamtableError(
+                f"Could not delete records of {sorted({t for t, _ in before})}: {e}. Grant the "
+                "application DELETE on topics prefixed by its application.id."
+            ) from None

@@ -25,6 +25,7 @@ from streamtable.runtime.group_offsets import GroupOffsetCommitter
 from streamtable.runtime.kafka_admin import KafkaAdmin
 from streamtable.runtime.kafka_sink import ForeachBatchSink
 from streamtable.runtime.progress import ProgressLedger, caught_up
+from streamtable.runtime.repartition_topics import RepartitionPurger, ensure_repartition_topics
 from streamtable.runtime.starting_offsets import pending_batch_records
 from streamtable.runtime.state_lock import StateDirLock
 from streamtable.runtime.task_output import output_spec, prepare_exactly_once
@@ -144,6 +145,10 @@ class KafkaStreams:
     _state_dir_lock: StateDirLock | None = None
     #: commits processed offsets to consumer group application.id (for Kafka's lag tools)
     _group_offsets: GroupOffsetCommitter | None = None
+    #: deletes committed records of the repartition topics between sub-topologies
+    _purger: RepartitionPurger | None = None
+    #: the repartition topics between sub-topologies -> partitions
+    _internal_topics: dict[str, int] = {}  # noqa: RUF012 - replaced per instance on start
 
     # -- state ----------------------------------------------------------------------------
 
@@ -231,12 +236,17 @@ class KafkaStreams:
         ctx = CompileContext(spark, cfg, self.topology.graph, topic_partitions=partitions)
         plans = compile_topology(self.topology, ctx)
         self._metric_names = list(ctx.metric_names)
+        ensure_repartition_topics(admin, ctx.internal_topics)
+        self._internal_topics = dict(ctx.internal_topics)
         if cfg.processing_guarantee == "exactly_once_v2":
             prepare_exactly_once(
                 admin,
                 cfg,
                 [f"{p.name}.sink" for p in plans if p.sink == "kafka"] + ctx.output_stages,
-                {t: partitions[t] for t in self.topology.source_topics},
+                {
+                    **{t: partitions[t] for t in self.topology.source_topics},
+                    **ctx.internal_topics,
+                },
             )
         self._replayed = sum(
             pending_batch_records(Path(cfg.checkpoint_dir) / plan.name) for plan in plans
@@ -250,8 +260,18 @@ class KafkaStreams:
                 if cfg.processing_guarantee == "exactly_once_v2"
                 else "; under at_least_once their results may be written twice",
             )
+        self._purger = RepartitionPurger(
+            admin,
+            {
+                t: [i for i, p in enumerate(plans) if t in p.reads_internal]
+                for t in ctx.internal_topics
+            },
+            cfg.repartition_purge_interval_ms,
+        )
         try:
             for plan in plans:
+                if cfg.trigger == "available_now" and plan.reads_internal:
+                    self._await_writers(plan)
                 self._queries.append(self._start_query(plan))
                 self._plans.append(plan)
         except Exception:
@@ -270,7 +290,8 @@ class KafkaStreams:
         # read by Spark when the query starts (and then fixed by its checkpoint)
         self._spark.conf.set("spark.sql.streaming.stateStore.encodingFormat", plan.state_encoding)
         df = plan.df
-        if plan.sink == "kafka" and not self._own_sink():
+        own_sink = self._own_sink() or plan.writes_internal is not None
+        if plan.sink == "kafka" and not own_sink:
             # Spark's Kafka sink cannot set record timestamps; it needs no task names
             df = df.drop(TIMESTAMP_COLUMN, SOURCE_SLOT_COLUMN)
         writer = (
@@ -282,7 +303,9 @@ class KafkaStreams:
             writer = writer.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=f"{cfg.commit_interval_ms} milliseconds")
-        if plan.sink == "kafka" and self._own_sink():
+        if plan.sink == "kafka" and own_sink:
+            # also every repartition topic: records keep their timestamps (Kafka Streams'
+            # stream time downstream), which Spark's Kafka sink cannot write
             sink = ForeachBatchSink(output_spec(cfg, f"{plan.name}.sink"))
             self._sinks.append(sink)
             writer = writer.foreachBatch(sink)
@@ -297,6 +320,19 @@ class KafkaStreams:
         )
         return writer.start()
 
+    def _await_writers(self, plan: Any) -> None:
+        """Under ``available_now``, let the queries writing ``plan``'s repartition topics
+        finish first: a query started before them would stop before their records exist.
+        """
+        for q, p in zip(self._queries, self._plans, strict=True):
+            if p.writes_internal in plan.reads_internal:
+                q.awaitTermination()
+                if q.exception() is not None:
+                    raise StreamsError(
+                        f"Query {p.name!r} writing repartition topic {p.writes_internal!r} "
+                        f"failed: {q.exception()}"
+                    )
+
     def _own_sink(self) -> bool:
         """Whether sinks write through streamtable's producer instead of Spark's Kafka sink."""
         cfg = self.config
@@ -309,6 +345,8 @@ class KafkaStreams:
             self._ledger.update(self._queries)
             if self._group_offsets is not None:
                 self._group_offsets.update(self._queries)
+            if self._purger is not None:
+                self._purger.update(self._queries)
             for i, q in enumerate(list(self._queries)):
                 exc = q.exception()
                 if exc is None:
@@ -481,10 +519,25 @@ class KafkaStreams:
         )
         targets = admin.end_offsets(self.topology.source_topics)
         deadline = time.monotonic() + timeout.total_seconds()
+        # once every writer of a repartition topic has caught up (with its own inputs), the
+        # topic's end offsets are what its readers have to reach
+        written = {p.writes_internal for p in self._plans if p.writes_internal is not None}
+        reached: set[str] = set()
         while True:
             self._raise_if_failed()
+            for topic in sorted(written - reached):
+                writers = [
+                    (q, p)
+                    for q, p in zip(self._queries, self._plans, strict=True)
+                    if p.writes_internal == topic
+                ]
+                if all(
+                    set(p.reads_internal) <= reached and caught_up(q, targets) for q, p in writers
+                ):
+                    targets = {**targets, **admin.end_offsets([topic])}
+                    reached.add(topic)
             pending = [q for q in self._queries if not caught_up(q, targets)]
-            if not pending:
+            if not pending and reached == written:
                 return
             if all(not q.isActive for q in pending) and cfg.trigger == "available_now":
                 self._raise_if_failed()

@@ -67,18 +67,30 @@ def _cause(e: BaseException) -> str:
 
 
 class _Capture:
-    """``foreachBatch`` function of one query: appends the sink rows to the output queues."""
+    """``foreachBatch`` function of one query: appends the sink rows to the output queues,
+    or, for a repartition topic between sub-topologies, to that in-memory topic (read by the
+    queries downstream, as Kafka's driver keeps repartition topics in memory).
+    """
 
-    def __init__(self, outputs: dict[str, deque]) -> None:
+    def __init__(self, outputs: dict[str, deque], root: str, internal: frozenset[str]) -> None:
         self.outputs = outputs
+        self.root = root
+        self.internal = internal
 
     def __call__(self, df: Any, batch_id: int) -> None:
         rows = df.select("topic", "key", "value", "ts", *ORDER_COLUMNS).collect()
         # processing order within the micro-batch (Spark returns the rows of a shuffled
         # stage in partition and key order); the sort is stable for rows without coordinates
         rows.sort(key=lambda r: tuple(-1 if r[c] is None else r[c] for c in ORDER_COLUMNS))
+        internal: dict[str, list[tuple[bytes | None, bytes | None, int]]] = {}
         for row in rows:
-            self.outputs[row["topic"]].append((row["key"], row["value"], row["ts"]))
+            record = (row["key"], row["value"], row["ts"])
+            if row["topic"] in self.internal:
+                internal.setdefault(row["topic"], []).append(record)
+            else:
+                self.outputs[row["topic"]].append(record)
+        for topic, records in internal.items():
+            append_records(self.root, topic, records)
 
 
 class TopologyTestDriver:
@@ -158,6 +170,7 @@ class TopologyTestDriver:
             capture_dir=self._capture_dir,
         )
         self._plans = compile_topology(self.topology, ctx)
+        self._internal_topics = frozenset(ctx.internal_topics)
         self._stores = dict(ctx.stores)
         # an idle query polls its sources every pollingDelay (10 ms by default, a round trip
         # to the Python data source each time): poll less often while the test is idle
@@ -203,7 +216,7 @@ class TopologyTestDriver:
             .option("checkpointLocation", str(Path(cfg.checkpoint_dir) / plan.name))
         )
         if plan.sink == "kafka":
-            writer = writer.foreachBatch(_Capture(self._outputs))
+            writer = writer.foreachBatch(_Capture(self._outputs, self._root, self._internal_topics))
         else:
             writer = writer.format("noop")
         return writer.start()

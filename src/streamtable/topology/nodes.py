@@ -77,6 +77,9 @@ class SourceNode(Node):
     value_serde: Serde | None = None
     timestamp_extractor: Callable[..., int] | None = None
     auto_offset_reset: str | None = None
+    #: reads an internal repartition topic the compiler added (see
+    #: :mod:`streamtable.compiler.subtopologies`); never set by the DSL
+    internal: bool = False
 
     description_kind = "Source"
 
@@ -387,6 +390,9 @@ class SinkNode(Node):
     key_serde: Serde | None = None
     value_serde: Serde | None = None
     partitioner: Callable[..., int | None] | None = None
+    #: writes an internal repartition topic the compiler added (see
+    #: :mod:`streamtable.compiler.subtopologies`); never set by the DSL
+    internal: bool = False
 
     description_kind = "Sink"
 

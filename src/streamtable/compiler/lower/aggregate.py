@@ -17,7 +17,6 @@ from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.compiler.metrics import count_and_drop
 from streamtable.compiler.pack_stage import PackStage
 from streamtable.compiler.paged.stores import KeyValueEntries
-from streamtable.errors import TopologyError
 from streamtable.topology.nodes import AggregateNode
 
 
@@ -34,17 +33,10 @@ def lower_aggregate(ctx: CompileContext, node: AggregateNode, parent: Frame) -> 
     Output: a changelog frame — one row per updated key per micro-batch — keyed by the group
     key, with the aggregate as value.
 
-    Raises
-    ------
-    TopologyError
-        If an aggregation follows another one in the same query (not supported yet).
+    ``parent`` never comes from another stateful operator of the same query: the compiler
+    cuts such a chain into sub-topologies first (:mod:`streamtable.compiler.subtopologies`).
     """
-    if parent.stateful:
-        raise TopologyError(
-            f"Aggregation {node.name!r} (store {node.store_name!r}) reads the output of another "
-            "aggregation; chained aggregations are not supported yet. Write the first result to "
-            "a topic and read it in a second topology."
-        )
+    assert not parent.stateful, f"{node.name}: chained aggregations are cut before lowering"
     agg = node.aggregation
     assert agg is not None
     df = parent.df

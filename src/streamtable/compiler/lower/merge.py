@@ -26,5 +26,4 @@ def lower_merge(ctx: CompileContext, inputs: list[Frame]) -> Frame:
         frames[0].key_codec,
         frames[0].value_codec,
         stateful=any(f.stateful for f in frames),
-        shuffled=any(f.shuffled for f in frames),
     )

@@ -73,7 +73,7 @@ def run_stage(
         names = ([source.name] if report_source and source is not None else []) + reported
         names += [source.name] if source is not None else []
         names += [op.node_name for op in ops]
-        by_source_partition = not (base.stateful or base.shuffled)
+        by_source_partition = not base.stateful
         letters = _dead_letter_spec(ctx, cfg.dead_letter_queue_topic, names[0], by_source_partition)
     stage = RecordStage(
         ops=ops,
@@ -99,7 +99,7 @@ def run_stage(
         df = count_and_drop(ctx, df, {r: F.col("dropped") == F.lit(r) for r in reasons}).drop(
             "dropped"
         )
-    return Frame(df, out_key, out_value, stateful=base.stateful, shuffled=base.shuffled)
+    return Frame(df, out_key, out_value, stateful=base.stateful)
 
 
 def _dead_letter_spec(

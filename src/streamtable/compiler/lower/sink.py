@@ -77,7 +77,7 @@ def sink_frame(
     if "sink_partition" in frame.df.columns:
         cols.append(F.col("sink_partition").alias("partition"))
     cols.append(F.col("ts").alias(TIMESTAMP_COLUMN))
-    if frame.stateful or frame.shuffled:
+    if frame.stateful:
         cols.append(F.lit(None).cast("string").alias(SOURCE_SLOT_COLUMN))
     else:  # a Spark task holds one source partition, but tasks are not numbered stably
         cols.append(

@@ -100,23 +100,14 @@ def lower_windowed_aggregate(
     Raises
     ------
     TopologyError
-        If the input comes from another stateful operator or was shuffled by an explicit
-        ``repartition(num_partitions=...)`` (its records no longer arrive in partition order,
-        so partition time cannot be tracked), or a late-records topic lacks a serde.
+        If a late-records topic lacks a serde.
+
+    ``parent`` comes straight from Kafka sources, in each partition's order: the compiler cuts
+    a chain after another stateful operator or an explicit ``repartition(num_partitions=...)``
+    into sub-topologies first (:mod:`streamtable.compiler.subtopologies`), so the windows
+    track the stream time of the repartition topic's partitions, as Kafka Streams' do.
     """
-    if parent.stateful:
-        raise TopologyError(
-            f"Windowed aggregation {node.name!r} (store {node.store_name!r}) reads the output "
-            "of another stateful operator; chained aggregations are not supported yet. Write "
-            "the first result to a topic and read it in a second topology."
-        )
-    if parent.shuffled:
-        raise TopologyError(
-            f"Windowed aggregation {node.name!r} (store {node.store_name!r}) follows "
-            "repartition(num_partitions=...): stream time is tracked per source partition and "
-            "needs the records in their partitions' order. Remove the explicit partition count "
-            "(the aggregation redistributes records by key itself)."
-        )
+    assert not parent.stateful, f"{node.name}: chained aggregations are cut before lowering"
     agg = node.aggregation
     windows = node.windows
     assert agg is not None and windows is not None

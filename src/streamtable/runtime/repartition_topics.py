@@ -1,0 +1,106 @@
+"""Internal repartition topics between sub-topologies: creation on start, purging after commit.
+
+Kafka Streams creates each repartition topic on start (``cleanup.policy=delete``, unlimited
+retention, the partition count its ``RepartitionTopics`` chose) and deletes the records every
+reading task has committed every ``repartition.purge.interval.ms``, so the topic holds only
+what is still to be processed. streamtable does the same for the topics
+:mod:`streamtable.compiler.subtopologies` adds.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from streamtable.errors import StreamtableError, TopologyError
+from streamtable.runtime.group_offsets import processed_offsets
+from streamtable.runtime.kafka_admin import KafkaAdmin
+
+__all__ = ["REPARTITION_TOPIC_CONFIG", "RepartitionPurger", "ensure_repartition_topics"]
+
+log = logging.getLogger("streamtable")
+
+#: Kafka Streams' configuration of repartition topics (``RepartitionTopicConfig``): records are
+#: removed by the application's purges, never by time.
+REPARTITION_TOPIC_CONFIG = {
+    "cleanup.policy": "delete",
+    "retention.ms": "-1",
+    "segment.bytes": str(50 * 1024 * 1024),
+}
+
+
+def ensure_repartition_topics(admin: KafkaAdmin, topics: Mapping[str, int]) -> None:
+    """Create the repartition ``topics`` (``{name: partitions}``) that do not exist yet.
+
+    Raises
+    ------
+    TopologyError
+        If one exists with another partition count (Kafka Streams refuses to start then too):
+        the message says to run ``streamtable reset``, which deletes internal topics.
+    StreamtableError
+        If a topic cannot be created.
+    """
+    if not topics:
+        return
+    existing = admin.topic_partitions(topics)
+    for name, partitions in topics.items():
+        have = existing.get(name)
+        if have is None:
+            admin.ensure_internal_topic(name, partitions, REPARTITION_TOPIC_CONFIG)
+        elif have != partitions:
+            raise TopologyError(
+                f"Repartition topic {name!r} has {have} partitions, but the topology needs "
+                f"{partitions} (the most partitions of the topics feeding it, or "
+                "repartition(num_partitions=...)). Kafka Streams refuses such a topic too: "
+                "reset the application (`streamtable reset`, which deletes its internal topics) "
+                "or restore the partition counts."
+            )
+
+
+class RepartitionPurger:
+    """Deletes the records of repartition topics that every reading query has committed.
+
+    Parameters
+    ----------
+    admin : KafkaAdmin
+    readers : mapping
+        ``{repartition topic: indexes of the queries reading it}``.
+    interval_ms : int
+        ``repartition.purge.interval.ms``; 0 purges at every :meth:`update`.
+    """
+
+    def __init__(self, admin: KafkaAdmin, readers: Mapping[str, list[int]], interval_ms: int):
+        self.admin = admin
+        self.readers = {t: list(r) for t, r in readers.items() if r}
+        self.interval_s = interval_ms / 1000.0
+        self._last = time.monotonic()
+        #: {(topic, partition): offset} deleted up to so far
+        self.purged: dict[tuple[str, int], int] = {}
+
+    def update(self, queries: list[Any], *, force: bool = False) -> None:
+        """Purge up to the offsets all queries reading each topic have committed.
+
+        A query's last progress is posted after its micro-batch is committed, so its end
+        offsets are committed positions. Called from the application's monitor thread;
+        failures are logged, never raised (the next purge tries again).
+        """
+        if not self.readers:
+            return
+        now = time.monotonic()
+        if not force and now - self._last < self.interval_s:
+            return
+        self._last = now
+        todo: dict[tuple[str, int], int] = {}
+        for topic, indexes in self.readers.items():
+            offsets = processed_offsets([queries[i].lastProgress for i in indexes])
+            for tp, off in (offsets or {}).items():
+                if tp[0] == topic and off > self.purged.get(tp, 0):
+                    todo[tp] = off
+        try:
+            self.admin.delete_records(todo)
+        except StreamtableError as e:
+            log.warning("could not purge repartition topics: %s", e)
+            return
+        self.purged.update(todo)
