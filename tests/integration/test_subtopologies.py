@@ -181,3 +181,36 @@ def test_explicit_repartition_then_windowed_count(kafka_broker, spark, topic_nam
     assert got == expected
     rep = f"{config['application.id']}-spread-repartition"
     assert KafkaAdmin(bs).topic_partitions([rep]) == {rep: 4}
+
+
+def test_driver_runs_sub_topologies_record_by_record(spark):
+    """The TopologyTestDriver keeps the repartition topic in memory: every piped click comes
+    out as its region's new sum before pipe_input returns, as in Kafka's driver.
+    """
+    from streamtable.testing import TopologyTestDriver
+
+    b = StreamsBuilder()
+    table = b.table("regions", key_serde=S, value_serde=S)
+    (
+        b.stream("clicks", key_serde=S, value_serde=L)
+        .left_join(table, lambda c, region: (region or "UNKNOWN", c))
+        .map(lambda user, rc: rc)
+        .group_by_key(key_serde=S, value_serde=L)
+        .reduce(lambda a, b: a + b, name="clicks-per-region")
+        .to_stream()
+        .to("out", value_serde=L)
+    )
+    with TopologyTestDriver(b.build()) as driver:
+        regions = driver.create_input_topic("regions", S, S)
+        clicks = driver.create_input_topic("clicks", S, L)
+        out = driver.create_output_topic("out", S, L)
+        regions.pipe_key_value_list([("alice", "eu"), ("bob", "us")])
+        for user, n in [("alice", 1), ("bob", 2), ("alice", 3), ("erin", 4)]:
+            clicks.pipe_input(user, n)
+        assert out.read_key_values_to_list() == [
+            ("eu", 1),
+            ("us", 2),
+            ("eu", 4),
+            ("UNKNOWN", 4),
+        ]
+        assert driver.get_key_value_store("clicks-per-region").get("eu") == 4

@@ -1,0 +1,152 @@
+"""Where the compiler cuts a topology into sub-topologies (no JVM)."""
+
+from datetime import timedelta
+
+import pytest
+
+from streamtable import Serdes, StreamsBuilder, TimeWindows
+from streamtable.compiler.subtopologies import cut_topology, repartition_partitions
+from streamtable.errors import TopologyError
+from streamtable.topology.nodes import SinkNode, SourceNode
+
+S, L = Serdes.string(), Serdes.long()
+
+
+def clicks_per_region(value_serde=L):
+    b = StreamsBuilder()
+    table = b.table("regions", key_serde=S, value_serde=S)
+    (
+        b.stream("clicks", key_serde=S, value_serde=L)
+        .join(table, lambda c, r: (r, c))
+        .map(lambda user, rc: rc)
+        .group_by_key(key_serde=S, value_serde=value_serde)
+        .reduce(lambda a, b: a + b, name="clicks-per-region")
+        .to_stream()
+        .to("out", value_serde=L)
+    )
+    return b.build()
+
+
+def test_aggregation_after_a_join_is_cut_at_its_repartition_topic():
+    topology = clicks_per_region()
+    graph, cuts = cut_topology(topology.graph, "app")
+    assert [c.topic for c in cuts] == ["app-clicks-per-region-repartition"]
+    cut = cuts[0]
+    source = graph.by_name[cut.source]
+    assert isinstance(source, SourceNode) and source.internal
+    assert source.topics == (cut.topic,) and source.auto_offset_reset == "earliest"
+    assert source.parents == ()
+    sink = graph.by_name[cut.sink]
+    assert isinstance(sink, SinkNode) and sink.internal and sink.topic == cut.topic
+    assert graph.by_name[sink.parents[0]].name == cut.upstream
+    assert (source.key_serde, source.value_serde) == (S, L)
+    # the sink comes before the nodes reading the topic (queries start upstream first)
+    names = [n.name for n in graph.nodes]
+    assert names.index(cut.sink) < names.index(cut.source)
+    # the user's topology is not changed
+    assert cut.source not in {n.name for n in topology.graph.of_type(SourceNode)}
+
+
+def test_topologies_one_query_can_hold_are_not_cut():
+    b = StreamsBuilder()
+    (
+        b.stream("lines", key_serde=S, value_serde=S)
+        .flat_map_values(str.split)
+        .group_by(lambda k, w: w, key_serde=S)
+        .count(name="Counts")
+        .group_by(lambda w, n: (str(n), w), key_serde=S, value_serde=S)  # a table re-grouping
+        .count(name="histogram")
+        .to_stream()
+        .to("out", value_serde=L)
+    )
+    topology = b.build()
+    graph, cuts = cut_topology(topology.graph, "app")
+    assert cuts == [] and graph is topology.graph
+
+
+def test_aggregation_without_key_change_after_an_aggregation_gets_a_topic_of_its_own():
+    b = StreamsBuilder()
+    (
+        b.stream("in", key_serde=S, value_serde=S)
+        .group_by_key()
+        .count(name="c")
+        .to_stream()
+        .group_by_key(key_serde=S, value_serde=L)
+        .reduce(max, name="max")
+        .to_stream()
+        .to("out", value_serde=L)
+    )
+    graph, cuts = cut_topology(b.build().graph, "app")
+    assert len(cuts) == 1
+    assert cuts[0].topic.startswith("app-KSTREAM-REDUCE-")
+    assert cuts[0].topic.endswith("-input-streamtable-internal")
+
+
+def test_explicit_repartition_is_cut_with_its_partition_count():
+    b = StreamsBuilder()
+    (
+        b.stream("in", key_serde=S, value_serde=S)
+        .repartition(name="spread", num_partitions=6)
+        .group_by_key()
+        .windowed_by(TimeWindows.of_size_with_no_grace(timedelta(seconds=1)))
+        .count()
+        .to_stream()
+        .foreach(print)
+    )
+    graph, cuts = cut_topology(b.build().graph, "app")
+    assert [(c.topic, c.num_partitions) for c in cuts] == [("app-spread-repartition", 6)]
+    assert repartition_partitions(graph, cuts, {"in": 2}) == {"app-spread-repartition": 6}
+
+
+def test_three_levels_give_two_cuts_with_kafka_streams_partition_counts():
+    b = StreamsBuilder()
+    other = b.stream("small", key_serde=S, value_serde=S)
+    (
+        b.stream("big", key_serde=S, value_serde=S)
+        .merge(other)
+        .group_by_key()
+        .count(name="one")
+        .to_stream()
+        .map(lambda k, n: (str(n), 1))
+        .group_by_key(key_serde=S, value_serde=L, name="two")
+        .reduce(lambda a, b: a + b, name="two")
+        .to_stream()
+        .map(lambda k, n: ("all", n))
+        .group_by_key(key_serde=S, value_serde=L, name="three")
+        .reduce(max, name="three")
+        .to_stream()
+        .to("out", value_serde=L)
+    )
+    graph, cuts = cut_topology(b.build().graph, "app")
+    assert [c.topic for c in cuts] == ["app-two-repartition", "app-three-repartition"]
+    # the most partitions among the upstream sub-topology's inputs, internal ones included
+    assert repartition_partitions(graph, cuts, {"big": 5, "small": 2}) == {
+        "app-two-repartition": 5,
+        "app-three-repartition": 5,
+    }
+
+
+def test_missing_repartition_serde_names_the_aggregation_topic_and_argument():
+    topology = clicks_per_region(value_serde=None)
+    with pytest.raises(TopologyError) as e:
+        cut_topology(topology.graph, "app")
+    msg = str(e.value)
+    assert "'clicks-per-region'" in msg
+    assert "'app-clicks-per-region-repartition'" in msg
+    assert "reads the output of stateful operator 'KSTREAM-JOIN-" in msg
+    assert "Pass value_serde= to group_by()/group_by_key()" in msg
+    assert "'default.value.serde'" in msg
+    # the configured default serves, as in Kafka Streams
+    _, cuts = cut_topology(topology.graph, "app", default_value_serde=L)
+    assert len(cuts) == 1
+
+
+def test_repartition_topic_colliding_with_a_user_topic_is_refused():
+    b = StreamsBuilder()
+    (
+        b.stream("in", key_serde=S, value_serde=S)
+        .repartition(name="x", num_partitions=2)
+        .to("app-x-repartition")
+    )
+    with pytest.raises(TopologyError, match="'app-x-repartition'.*also a source or sink topic"):
+        cut_topology(b.build().graph, "app")
