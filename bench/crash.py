@@ -10,6 +10,7 @@ restart times and verification, plus totals. A failing run replays with
 
     python bench/crash.py [--kills 100] [--kills-per-run 10] [--seed N]
                           [--guarantee exactly_once_v2|at_least_once] [--records N]
+                          [--topology simple|chain]
 """
 
 from __future__ import annotations
@@ -45,6 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--partitions", type=int, default=3)
     ap.add_argument("--max-offsets-per-trigger", type=int, default=1000)
     ap.add_argument("--max-kill-delay", type=float, default=4.0, help="seconds")
+    ap.add_argument(
+        "--topology",
+        choices=("simple", "chain"),
+        default="simple",
+        help="chain: also join -> re-key -> aggregate through a repartition topic",
+    )
     args = ap.parse_args(argv)
     real_stdout = json_only_stdout()
 
@@ -72,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                     guarantee=args.guarantee,
                     max_kill_delay_s=args.max_kill_delay,
                     max_offsets_per_trigger=args.max_offsets_per_trigger,
+                    topology=args.topology,
                 )
                 entry = report.to_json()
             except Exception as e:  # a run that could not finish is a failure too
@@ -87,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "benchmark": "crash",
         "guarantee": args.guarantee,
+        "topology": args.topology,
         "master_seed": master,
         "runs": runs,
         "kills": sum(len(r.get("kills", [])) for r in runs),

@@ -39,7 +39,7 @@ from confluent_kafka.admin import AdminClient
 from streamtable.errors import EnvironmentSetupError
 from streamtable.runtime import jars
 
-__all__ = ["TOPOLOGIES", "classpath", "run_reference"]
+__all__ = ["TOPOLOGIES", "classpath", "describe_reference", "run_reference"]
 
 #: Topologies that ``ReferenceApp`` knows, with their ``params``.
 TOPOLOGIES: dict[str, tuple[str, ...]] = {
@@ -89,6 +89,11 @@ TOPOLOGIES: dict[str, tuple[str, ...]] = {
         "aggregate_final_output",
         "metrics_file",
     ),
+    # chains of several sub-topologies (repartition topics between them)
+    "join-rekey-reduce": ("stream", "table", "output", "history_ms"),
+    "count-histogram": ("input", "output"),
+    "table-join-regroup": ("left", "right", "output"),
+    "three-level": ("input", "output"),
 }
 
 _MAIN_CLASS = "io.streamtable.reference.ReferenceApp"
@@ -220,6 +225,58 @@ class _Lag:
         self.consumer.close()
 
 
+def describe_reference(topology: str, params: Mapping[str, str]) -> str:
+    """Kafka Streams' own ``Topology.describe()`` text of reference ``topology``.
+
+    Builds the topology in the JVM (no broker, no state) and prints its description.
+
+    Parameters
+    ----------
+    topology : str
+        One of :data:`TOPOLOGIES`.
+    params : Mapping[str, str]
+        Topology parameters (topic names, ...), as for :func:`run_reference`.
+
+    Returns
+    -------
+    str
+        The text of ``TopologyDescription#toString``.
+
+    Raises
+    ------
+    ValueError
+        If ``topology`` or a key of ``params`` is unknown.
+    RuntimeError
+        If the Java process fails (the message holds its output).
+    """
+    _check_params(topology, params)
+    cmd = [
+        jars.java_executable(),
+        "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+        "-cp",
+        os.pathsep.join(map(str, classpath())),
+        _MAIN_CLASS,
+        *("--topology", topology, "--describe", "true"),
+    ]
+    for key, value in params.items():
+        cmd += ["--param", f"{key}={value}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=_TOOL_TIMEOUT_S)
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"Kafka Streams describe of {topology!r} failed ({proc.returncode}):\n"
+            f"{proc.stdout}{proc.stderr}"
+        )
+    return proc.stdout
+
+
+def _check_params(topology: str, params: Mapping[str, str]) -> None:
+    if topology not in TOPOLOGIES:
+        raise ValueError(f"unknown topology {topology!r}; expected one of {list(TOPOLOGIES)}")
+    unknown = sorted(set(params) - set(TOPOLOGIES[topology]))
+    if unknown:
+        raise ValueError(f"unknown params {unknown} for {topology!r}: {TOPOLOGIES[topology]}")
+
+
 def run_reference(
     topology: str,
     *,
@@ -277,11 +334,7 @@ def run_reference(
     EnvironmentSetupError
         If Java, ``javac`` or Maven is missing or the jars do not resolve.
     """
-    if topology not in TOPOLOGIES:
-        raise ValueError(f"unknown topology {topology!r}; expected one of {list(TOPOLOGIES)}")
-    unknown = sorted(set(params) - set(TOPOLOGIES[topology]))
-    if unknown:
-        raise ValueError(f"unknown params {unknown} for {topology!r}: {TOPOLOGIES[topology]}")
+    _check_params(topology, params)
     cmd = [
         jars.java_executable(),
         "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",

@@ -33,6 +33,10 @@ __all__ = [
     "windowed_aggregate",
     "flights_hourly",
     "windowed_parity",
+    "join_rekey_reduce",
+    "count_histogram",
+    "table_join_regroup",
+    "three_level",
     "java_string",
 ]
 
@@ -512,4 +516,129 @@ def flights_hourly(
     else:
         table = windowed.aggregate(_zero_hour, _add_flight, name="flights-hourly-store")
         _write_windowed(table, output, size_ms, _S, suppress)
+    return b.build()
+
+
+# -- chains of several sub-topologies ------------------------------------------------------
+
+
+def _region_clicks(clicks: str, region: str) -> str:
+    """Java's ``(clicks, region) -> region + ":" + clicks``."""
+    return f"{region}:{clicks}"
+
+
+def _split_long(_key: str, value: str) -> tuple[str, int]:
+    """Java's ``KeyValue.pair(v.split(":")[0], Long.parseLong(v.split(":")[1]))``."""
+    parts = value.split(":")
+    return parts[0], int(parts[1])
+
+
+def _sum(a: int, b: int) -> int:
+    return a + b
+
+
+def join_rekey_reduce(
+    stream: str, table: str, output: str, *, history_ms: int = STREAM_TABLE_HISTORY_MS
+) -> Topology:
+    """Twin of ``join-rekey-reduce``: clicks joined with regions, re-keyed, summed per region.
+
+    The stream (values: counts as text) is inner-joined with the versioned table (store
+    ``table-store``), mapped to ``(region, count)``, grouped through repartition topic
+    ``by-region`` and summed (store ``region-sums``) into ``output`` (Long values): two
+    sub-topologies in both engines.
+    """
+    b = StreamsBuilder()
+    regions = b.table(
+        table, key_serde=_S, value_serde=_S, name="table-store", history_retention=history_ms
+    )
+    (
+        b.stream(stream, key_serde=_S, value_serde=_S)
+        .join(regions, _region_clicks)
+        .map(_split_long)
+        .group_by_key(key_serde=_S, value_serde=Serdes.long(), name="by-region")
+        .reduce(_sum, name="region-sums")
+        .to_stream()
+        .to(output, key_serde=_S, value_serde=Serdes.long())
+    )
+    return b.build()
+
+
+def _count_user(user: str, n: int) -> tuple[str, str]:
+    """Java's ``(user, n) -> KeyValue.pair(String.valueOf(n), user)``."""
+    return str(n), user
+
+
+def count_histogram(input: str, output: str) -> Topology:  # noqa: A002 - the Java param
+    """Twin of ``count-histogram``: events per user (``user-counts``), then users per count
+    (``histogram-store``, through repartition topic ``histogram``) into ``output``.
+    """
+    b = StreamsBuilder()
+    (
+        b.stream(input, key_serde=_S, value_serde=_S)
+        .group_by_key()
+        .count(name="user-counts")
+        .group_by(_count_user, key_serde=_S, value_serde=_S, name="histogram")
+        .count(name="histogram-store")
+        .to_stream()
+        .to(output, key_serde=_S, value_serde=Serdes.long())
+    )
+    return b.build()
+
+
+def _subtract_amount(_group: str, amount: int, agg: int) -> int:
+    return agg - amount
+
+
+def table_join_regroup(left: str, right: str, output: str) -> Topology:
+    """Twin of ``table-join-regroup``: regions joined with scores (two tables), re-grouped by
+    region (repartition topic ``by-region``) and summed with a subtractor (``region-scores``).
+    """
+    b = StreamsBuilder()
+    regions = b.table(left, key_serde=_S, value_serde=_S)
+    scores = b.table(right, key_serde=_S, value_serde=_S)
+    (
+        regions.join(scores, _region_clicks_table)
+        .group_by(_split_long, key_serde=_S, value_serde=Serdes.long(), name="by-region")
+        .aggregate(_zero, _add, _subtract_amount, name="region-scores")
+        .to_stream()
+        .to(output, key_serde=_S, value_serde=Serdes.long())
+    )
+    return b.build()
+
+
+def _region_clicks_table(region: str, score: str) -> str:
+    """Java's ``(region, score) -> region + ":" + score``."""
+    return f"{region}:{score}"
+
+
+def _user_group(user: str, n: int) -> tuple[str, int]:
+    """Java's ``KeyValue.pair("g" + Integer.parseInt(user.substring(1)) % 4, n)``."""
+    return f"g{int(user[1:]) % 4}", n
+
+
+def _all(_group: str, m: int) -> tuple[str, int]:
+    return "all", m
+
+
+def three_level(input: str, output: str) -> Topology:  # noqa: A002 - the Java param
+    """Twin of ``three-level``: counts per user (``per-user``), each group's maximum
+    (repartition ``by-group``, store ``group-max``), the overall maximum (repartition ``all``,
+    store ``all-max``): three sub-topologies in both engines.
+    """
+    b = StreamsBuilder()
+    (
+        b.stream(input, key_serde=_S, value_serde=_S)
+        .group_by_key()
+        .count(name="per-user")
+        .to_stream()
+        .map(_user_group)
+        .group_by_key(key_serde=_S, value_serde=Serdes.long(), name="by-group")
+        .reduce(max, name="group-max")
+        .to_stream()
+        .map(_all)
+        .group_by_key(key_serde=_S, value_serde=Serdes.long(), name="all")
+        .reduce(max, name="all-max")
+        .to_stream()
+        .to(output, key_serde=_S, value_serde=Serdes.long())
+    )
     return b.build()

@@ -2,8 +2,10 @@
 
 ``python -m streamtable.testing._crash_app CONFIG_JSON`` runs the crash topology: every input
 record ``(key, seq)`` (String key, Long value) is echoed once to the echo topic, and a per-key
-running sum is written to the sums topic. With ``"exit_when_caught_up": true`` it exits 0 once
-all input present at start is processed and committed; otherwise it runs until killed.
+running sum is written to the sums topic. With ``"groups"`` and ``"group_sums"`` topics in the
+JSON it also runs the two-sub-topology chain of :func:`chain_topology`. With
+``"exit_when_caught_up": true`` it exits 0 once all input present at start is processed and
+committed; otherwise it runs until killed.
 """
 
 from __future__ import annotations
@@ -42,10 +44,51 @@ def crash_topology(source: str, echo: str, sums: str) -> Topology:
     return builder.build()
 
 
+def _group_of(value: int, group: str | None) -> tuple[str, int]:
+    return group or "none", value + 1
+
+
+def _value_of(key: str, group_value: tuple[str, int]) -> tuple[str, int]:
+    return group_value
+
+
+def chain_topology(source: str, echo: str, sums: str, groups: str, group_sums: str) -> Topology:
+    """:func:`crash_topology` plus a chain Kafka Streams runs as two sub-topologies.
+
+    Each input record is left-joined with the table ``groups`` (key -> group name), re-keyed
+    by its group (``"none"`` when the table has no row for the key yet) and summed per group
+    (``GroupSums``, values ``seq + 1`` so every update raises the sum) into ``group_sums``:
+    join, re-key, aggregate, through the repartition topic ``<application.id>-GroupSums-
+    repartition``.
+    """
+    builder = StreamsBuilder()
+    s, long_ = Serdes.string(), Serdes.long()
+    stream = builder.stream(source, key_serde=s, value_serde=long_)
+    stream.map_values(lambda v: v, name="echo").to(echo, value_serde=long_)
+    stream.group_by_key().reduce(_add, name="Sums").to_stream().to(
+        sums, key_serde=s, value_serde=long_
+    )
+    table = builder.table(groups, key_serde=s, value_serde=s)
+    (
+        stream.left_join(table, _group_of)
+        .map(_value_of)
+        .group_by_key(key_serde=s, value_serde=long_)
+        .reduce(_add, name="GroupSums")
+        .to_stream()
+        .to(group_sums, key_serde=s, value_serde=long_)
+    )
+    return builder.build()
+
+
 def main(argv: list[str]) -> int:
     """Run the app described by the JSON in ``argv[0]``; see the module docstring."""
     spec: dict[str, Any] = json.loads(argv[0])
-    topology = crash_topology(spec["source"], spec["echo"], spec["sums"])
+    if spec.get("groups"):
+        topology = chain_topology(
+            spec["source"], spec["echo"], spec["sums"], spec["groups"], spec["group_sums"]
+        )
+    else:
+        topology = crash_topology(spec["source"], spec["echo"], spec["sums"])
     app = KafkaStreams(topology, spec["config"])
     app.start()
     print("STARTED", flush=True)

@@ -14,6 +14,14 @@ worker daemon, which runs in a process group of its own.
   running sums (in the order its partition holds the input), none emitted twice, and the last
   one is the key's total.
 
+With ``topology="chain"`` the app also runs a chain of two sub-topologies (a stream-table join,
+a re-key, a per-group sum behind a repartition topic; :func:`streamtable.testing._crash_app.
+chain_topology`), and the group sums are checked too: each group's emitted sums strictly
+increase (every update adds ``seq + 1 > 0``; a replay written twice would repeat or lower one),
+and the groups' final sums add up to the sum over all input (nothing lost, nothing counted
+twice). Which group a record lands in depends on whether the join saw its key's table row yet,
+so only these totals, not per-group values, are known in advance.
+
 Under ``at_least_once`` duplicates are allowed (and counted); loss never is.
 
 Every random choice comes from one seed, printed in :class:`CrashReport`, so a failing run can be
@@ -71,6 +79,9 @@ class CrashReport:
     sums_records: int = 0
     sums_errors: list[str] = field(default_factory=list)
     sums_duplicates: int = 0
+    topology: str = "simple"
+    group_sums_records: int = 0
+    group_sums_errors: list[str] = field(default_factory=list)
     restarts_s: list[float] = field(default_factory=list)
     seconds: float = 0.0
 
@@ -82,12 +93,15 @@ class CrashReport:
             and self.echo_duplicates == 0
             and self.sums_duplicates == 0
             and not self.sums_errors
+            and not self.group_sums_errors
         )
 
     @property
     def nothing_lost(self) -> bool:
         """Every input echoed at least once and every final sum right (at-least-once)."""
-        return self.echo_missing == 0 and not [e for e in self.sums_errors if "final" in e]
+        return self.echo_missing == 0 and not [
+            e for e in self.sums_errors + self.group_sums_errors if "final" in e
+        ]
 
     def to_json(self) -> dict[str, Any]:
         """The report as a JSON-ready dict."""
@@ -236,6 +250,7 @@ def run_crash_test(
     replication_factor: int | None = None,
     config: dict[str, Any] | None = None,
     timeout_s: float = 600.0,
+    topology: str = "simple",
 ) -> CrashReport:
     """Run the crash app, SIGKILL it ``kills`` times, let it finish, verify the outputs.
 
@@ -259,6 +274,9 @@ def run_crash_test(
         Spreads the input over many micro-batches, so kills land mid-processing.
     config : dict, optional
         Extra app configuration.
+    topology : {"simple", "chain"}
+        ``"chain"`` adds the two-sub-topology chain (join, re-key, aggregate; see the module
+        doc) and its checks.
 
     Returns
     -------
@@ -276,9 +294,21 @@ def run_crash_test(
     rng = random.Random(seed)
     t0 = time.monotonic()
     run_id = f"{seed}-{uuid.uuid4().hex[:6]}"
+    if topology not in ("simple", "chain"):
+        raise ValueError(f"run_crash_test: topology must be 'simple' or 'chain'; got {topology!r}")
     source, echo, sums = (f"crash-{n}-{run_id}" for n in ("in", "echo", "sums"))
     topics = {source: partitions, echo: partitions, sums: partitions}
+    chain: dict[str, str] = {}
+    if topology == "chain":
+        chain = {"groups": f"crash-groups-{run_id}", "group_sums": f"crash-group-sums-{run_id}"}
+        topics.update({chain["groups"]: partitions, chain["group_sums"]: partitions})
     ensure_topics(bootstrap_servers, topics)
+    if chain:  # every key's group, before the input (the join sees the table as of then)
+        produce_records(
+            bootstrap_servers,
+            chain["groups"],
+            [(f"k{j}".encode(), f"g{j % 7}".encode(), 1) for j in range(keys)],
+        )
     produce_records(
         bootstrap_servers,
         source,
@@ -295,8 +325,8 @@ def run_crash_test(
         "streamtable.max.offsets.per.trigger": max_offsets_per_trigger,
         **(config or {}),
     }
-    spec = {"source": source, "echo": echo, "sums": sums, "config": app_config}
-    report = CrashReport(seed=seed, guarantee=guarantee, records=records)
+    spec = {"source": source, "echo": echo, "sums": sums, "config": app_config, **chain}
+    report = CrashReport(seed=seed, guarantee=guarantee, records=records, topology=topology)
     log_path = workdir / f"crash-app-{run_id}.log"
     for _ in range(kills):
         before = _end_offset_sum(bootstrap_servers, echo)
@@ -319,6 +349,8 @@ def run_crash_test(
             f"The crash app did not finish after the kills (exit {code}):\n{final.tail()}"
         )
     verify_outputs(report, bootstrap_servers, source, echo, sums)
+    if chain:
+        verify_group_sums(report, bootstrap_servers, chain["group_sums"])
     report.seconds = round(time.monotonic() - t0, 1)
     return report
 
@@ -371,4 +403,38 @@ def verify_outputs(
         it = iter(prefix)
         if not all(any(x == p for p in it) for x in got):  # in order, each at most once
             report.sums_errors.append(f"{k!r}: emitted {got[:8]}... not a subsequence of sums")
+    return report
+
+
+def verify_group_sums(report: CrashReport, bootstrap_servers: str, group_sums: str) -> CrashReport:
+    """Check the chain's per-group sums (see the module doc); fill ``report``.
+
+    Parameters
+    ----------
+    report : CrashReport
+        Its ``records`` says how many inputs (values ``0 .. records - 1``) there are.
+    bootstrap_servers, group_sums : str
+        The cluster and the group sums topic of
+        :func:`streamtable.testing._crash_app.chain_topology`.
+    """
+    from streamtable.demo._harness import read_topic
+
+    emitted: dict[bytes, list[int]] = {}
+    records = read_topic(bootstrap_servers, group_sums)
+    for k, v, _ in records:
+        assert k is not None and v is not None
+        emitted.setdefault(k, []).append(struct.unpack(">q", v)[0])
+    report.group_sums_records = len(records)
+    for k, got in emitted.items():
+        if any(b <= a for a, b in zip(got, got[1:], strict=False)):
+            bad = next(i for i in range(1, len(got)) if got[i] <= got[i - 1])
+            report.group_sums_errors.append(
+                f"{k!r}: sums do not increase at {bad}: {got[max(0, bad - 2) : bad + 2]}"
+            )
+    total = sum(got[-1] for got in emitted.values())
+    expected = sum(i + 1 for i in range(report.records))
+    if total != expected:
+        report.group_sums_errors.append(
+            f"final group sums add up to {total}, not the input's {expected}"
+        )
     return report

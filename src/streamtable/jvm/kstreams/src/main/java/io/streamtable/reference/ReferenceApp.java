@@ -45,10 +45,13 @@ import org.apache.kafka.streams.state.Stores;
  * Runs one fixed Kafka Streams topology until it is terminated (SIGTERM closes it cleanly).
  *
  * <p>Usage: {@code --topology NAME --bootstrap-servers HOST:PORT --application-id ID --state-dir
- * DIR [--param key=value ...] [--config streams.config=value ...]}; {@code --config} overrides
+ * DIR [--param key=value ...] [--config streams.config=value ...]}, or {@code --topology NAME
+ * --describe true [--param key=value ...]} to print the topology's {@code describe()} and exit;
+ * {@code --config} overrides
  * the defaults below. Topologies: stream-table-join, table-table-join,
  * table-aggregate, flights-weather, flights-planes, windowed-count, windowed-aggregate,
- * flights-hourly, windowed-parity (see streamtable.reference.kafka_streams).
+ * flights-hourly, windowed-parity, and the chains of several sub-topologies join-rekey-reduce,
+ * count-histogram, table-join-regroup, three-level (see streamtable.reference.kafka_streams).
  *
  * <p>With {@code --param metrics_file=PATH} (windowed topologies), the sum of the tasks'
  * {@code dropped-records-total} metrics is written to PATH as {@code {"dropped-records-total": N}}
@@ -89,6 +92,12 @@ public final class ReferenceApp {
         }
         StreamsBuilder builder = new StreamsBuilder();
         build(builder, required(opts, "topology", "option --"), params);
+        if ("true".equals(opts.get("describe"))) {
+            // Topology.describe() only: no broker, no state
+            System.out.print(builder.build().describe());
+            System.out.flush();
+            System.exit(0);
+        }
 
         Properties props = new Properties();
         props.put(StreamsConfig.APPLICATION_ID_CONFIG, required(opts, "application-id", "option --"));
@@ -153,6 +162,10 @@ public final class ReferenceApp {
             case "windowed-aggregate" -> windowedAggregate(b, p);
             case "flights-hourly" -> flightsHourly(b, p);
             case "windowed-parity" -> windowedParity(b, p);
+            case "join-rekey-reduce" -> joinRekeyReduce(b, p);
+            case "count-histogram" -> countHistogram(b, p);
+            case "table-join-regroup" -> tableJoinRegroup(b, p);
+            case "three-level" -> threeLevel(b, p);
             default -> throw new IllegalArgumentException("unknown topology " + topology);
         }
     }
@@ -415,6 +428,77 @@ public final class ReferenceApp {
                 .to(
                         required(p, "output"),
                         Produced.with(WindowedSerdes.timeWindowedSerdeFrom(String.class, sizeMs), values));
+    }
+
+    /**
+     * Clicks (value: a count as text) joined with the users' regions (versioned table), re-keyed by
+     * region and summed: Kafka Streams' canonical two-sub-topology example.
+     */
+    static void joinRekeyReduce(StreamsBuilder b, Map<String, String> p) {
+        long historyMs = Long.parseLong(p.getOrDefault("history_ms", "86400000"));
+        KTable<String, String> regions =
+                b.table(
+                        required(p, "table"),
+                        Consumed.with(STR, STR),
+                        versioned("table-store", Duration.ofMillis(historyMs)));
+        b.stream(required(p, "stream"), Consumed.with(STR, STR))
+                .join(regions, (clicks, region) -> region + ":" + clicks)
+                .map((user, v) -> KeyValue.pair(v.split(":")[0], Long.parseLong(v.split(":")[1])))
+                .groupByKey(Grouped.with("by-region", STR, Serdes.Long()))
+                .reduce(Long::sum, longStore("region-sums"))
+                .toStream()
+                .to(required(p, "output"), Produced.with(STR, Serdes.Long()));
+    }
+
+    /** Events counted per user, then users per count (a histogram: the table re-grouped). */
+    static void countHistogram(StreamsBuilder b, Map<String, String> p) {
+        b.stream(required(p, "input"), Consumed.with(STR, STR))
+                .groupByKey(Grouped.with(STR, STR))
+                .count(Materialized.as("user-counts"))
+                .groupBy((user, n) -> KeyValue.pair(String.valueOf(n), user), Grouped.with("histogram", STR, STR))
+                .count(Materialized.as("histogram-store"))
+                .toStream()
+                .to(required(p, "output"), Produced.with(STR, Serdes.Long()));
+    }
+
+    /** Users' regions joined with their scores (two tables), then scores summed per region. */
+    static void tableJoinRegroup(StreamsBuilder b, Map<String, String> p) {
+        KTable<String, String> regions = b.table(required(p, "left"), Consumed.with(STR, STR));
+        KTable<String, String> scores = b.table(required(p, "right"), Consumed.with(STR, STR));
+        regions.join(scores, (region, score) -> region + ":" + score)
+                .groupBy(
+                        (user, v) -> KeyValue.pair(v.split(":")[0], Long.parseLong(v.split(":")[1])),
+                        Grouped.with("by-region", STR, Serdes.Long()))
+                .aggregate(() -> 0L, (k, v, agg) -> agg + v, (k, v, agg) -> agg - v, longStore("region-scores"))
+                .toStream()
+                .to(required(p, "output"), Produced.with(STR, Serdes.Long()));
+    }
+
+    /**
+     * Three sub-topologies: events counted per user (keys "uNN"); the counts re-keyed by group
+     * "g" + NN % 4 and reduced to each group's maximum; those re-keyed to "all" and reduced to the
+     * overall maximum.
+     */
+    static void threeLevel(StreamsBuilder b, Map<String, String> p) {
+        b.stream(required(p, "input"), Consumed.with(STR, STR))
+                .groupByKey(Grouped.with(STR, STR))
+                .count(Materialized.as("per-user"))
+                .toStream()
+                .map((user, n) -> KeyValue.pair("g" + Integer.parseInt(user.substring(1)) % 4, n))
+                .groupByKey(Grouped.with("by-group", STR, Serdes.Long()))
+                .reduce(Math::max, longStore("group-max"))
+                .toStream()
+                .map((group, m) -> KeyValue.pair("all", m))
+                .groupByKey(Grouped.with("all", STR, Serdes.Long()))
+                .reduce(Math::max, longStore("all-max"))
+                .toStream()
+                .to(required(p, "output"), Produced.with(STR, Serdes.Long()));
+    }
+
+    static Materialized<String, Long, KeyValueStore<Bytes, byte[]>> longStore(String name) {
+        return Materialized.<String, Long, KeyValueStore<Bytes, byte[]>>as(name)
+                .withKeySerde(STR)
+                .withValueSerde(Serdes.Long());
     }
 
     /** Sum of the tasks' dropped-records-total metrics, written to path as a JSON object. */
