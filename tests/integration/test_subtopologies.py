@@ -214,3 +214,28 @@ def test_driver_runs_sub_topologies_record_by_record(spark):
             ("UNKNOWN", 4),
         ]
         assert driver.get_key_value_store("clicks-per-region").get("eu") == 4
+
+
+def test_existing_repartition_topic_with_other_partition_count_is_refused(
+    kafka_broker, spark, topic_name, app_config
+):
+    """Kafka Streams refuses an existing repartition topic whose partition count differs; so
+    does streamtable, before any query starts, and says how to fix it.
+    """
+    from streamtable.errors import TopologyError
+
+    bs = kafka_broker.bootstrap_servers
+    inp, out = topic_name("in"), topic_name("out")
+    ensure_topics(bs, {inp: 1, out: 1})
+    config = app_config()
+    rep = f"{config['application.id']}-spread-repartition"
+    ensure_topics(bs, {rep: 2})
+    b = StreamsBuilder()
+    b.stream(inp, key_serde=S, value_serde=S).repartition(name="spread", num_partitions=3).to(out)
+    app = KafkaStreams(b.build(), config)
+    with pytest.raises(TopologyError) as e:
+        app.start()
+    msg = str(e.value)
+    assert f"Repartition topic {rep!r} has 2 partitions, but the topology needs 3" in msg
+    assert "streamtable reset" in msg
+    assert app.queries == []

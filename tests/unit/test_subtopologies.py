@@ -150,3 +150,28 @@ def test_repartition_topic_colliding_with_a_user_topic_is_refused():
     )
     with pytest.raises(TopologyError, match="'app-x-repartition'.*also a source or sink topic"):
         cut_topology(b.build().graph, "app")
+
+
+def test_cycle_through_topics_is_refused_naming_topic_source_and_sink():
+    b = StreamsBuilder()
+    a = b.stream("a", key_serde=S, value_serde=S)
+    a.filter(lambda k, v: v != "x").to("b")
+    b.stream("b", key_serde=S, value_serde=S).map_values(str.upper).to("a")
+    with pytest.raises(TopologyError) as e:
+        b.build()
+    msg = str(e.value)
+    assert "Topic 'a' is read by source 'KSTREAM-SOURCE-0000000000'" in msg
+    assert "written again by sink 'KSTREAM-SINK-" in msg
+    assert "Write the result to another topic" in msg
+
+    loop = StreamsBuilder()
+    loop.stream("t", key_serde=S, value_serde=S).to("t")
+    with pytest.raises(TopologyError, match="Topic 't' is read by source"):
+        loop.build()
+
+
+def test_reading_a_topic_the_topology_writes_is_allowed_without_a_cycle():
+    b = StreamsBuilder()
+    b.stream("in", key_serde=S, value_serde=S).to("mid")
+    b.stream("mid", key_serde=S, value_serde=S).group_by_key().count().to_stream().to("out")
+    b.build()  # no error: records go in -> mid -> out once

@@ -12,6 +12,7 @@ from streamtable.dsl.kstream import KStream, _check_topic
 from streamtable.dsl.ktable import GlobalKTable, KTable
 from streamtable.dsl.windows import to_millis
 from streamtable.errors import TopologyError
+from streamtable.topology.cycles import check_topic_cycles
 from streamtable.topology.nodes import SinkNode, SourceNode, TableSourceNode
 from streamtable.topology.topology import Topology
 
@@ -238,7 +239,9 @@ class StreamsBuilder:
         Raises
         ------
         TopologyError
-            If the topology has no sink or ``foreach`` (it would compute nothing visible).
+            If the topology has no sink or ``foreach`` (it would compute nothing visible), or
+            records would cycle through topics it both reads and writes
+            (:func:`~streamtable.topology.cycles.check_topic_cycles`).
 
         Examples
         --------
@@ -260,5 +263,7 @@ class StreamsBuilder:
             raise TopologyError(
                 "The topology has no output: end it with KStream.to(topic) or KStream.foreach(fn)."
             )
+        topology = Topology(nodes)
+        check_topic_cycles(topology.graph)
         self._graph.built = True
-        return Topology(nodes)
+        return topology

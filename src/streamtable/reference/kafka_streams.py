@@ -94,6 +94,7 @@ TOPOLOGIES: dict[str, tuple[str, ...]] = {
     "count-histogram": ("input", "output"),
     "table-join-regroup": ("left", "right", "output"),
     "three-level": ("input", "output"),
+    "flights-carrier-seats": ("flights", "planes", "output"),
 }
 
 _MAIN_CLASS = "io.streamtable.reference.ReferenceApp"

@@ -37,6 +37,7 @@ __all__ = [
     "count_histogram",
     "table_join_regroup",
     "three_level",
+    "flights_carrier_seats",
     "java_string",
 ]
 
@@ -638,6 +639,35 @@ def three_level(input: str, output: str) -> Topology:  # noqa: A002 - the Java p
         .map(_all)
         .group_by_key(key_serde=_S, value_serde=Serdes.long(), name="all")
         .reduce(max, name="all-max")
+        .to_stream()
+        .to(output, key_serde=_S, value_serde=Serdes.long())
+    )
+    return b.build()
+
+
+def _carrier_seats(flight: str, plane: str) -> str:
+    """Java's ``field(f, "carrier") + ":" + parse(pl).path("seats").asLong(0)``."""
+    seats = json.loads(plane).get("seats")
+    return f"{java_string(_text_field(flight, 'carrier'))}:{seats if isinstance(seats, int) else 0}"
+
+
+def flights_carrier_seats(flights: str, planes: str, output: str) -> Topology:
+    """Twin of ``flights-carrier-seats``: join, re-key, reduce on the flights.
+
+    Flights with a tail number are re-keyed by it and joined with ``planes`` (as
+    :func:`flights_planes`), re-keyed by carrier (repartition topic ``by-carrier``) and the
+    planes' seats summed per carrier (store ``carrier-seats``, Long values) into ``output``.
+    """
+    b = StreamsBuilder()
+    p = b.table(planes, key_serde=_S, value_serde=_S)
+    (
+        b.stream(flights, key_serde=_S, value_serde=_S)
+        .filter(_has_tailnum)
+        .select_key(_tailnum)
+        .join(p, _carrier_seats)
+        .map(_split_long)
+        .group_by_key(key_serde=_S, value_serde=Serdes.long(), name="by-carrier")
+        .reduce(_sum, name="carrier-seats")
         .to_stream()
         .to(output, key_serde=_S, value_serde=Serdes.long())
     )

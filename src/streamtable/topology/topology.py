@@ -90,6 +90,9 @@ class Topology:
                 stateful.append({"store": n.store_name, "suppress": asdict(n.suppress)})
             elif isinstance(n, TableSourceNode | TableAggregateNode | JoinNode):
                 stateful.append({"store": list(n.stores), "kind": type(n).__name__})
+            elif isinstance(n, RepartitionNode) and n.num_partitions is not None:
+                # a sub-topology boundary with a topic of its own (compiler.subtopologies)
+                stateful.append({"repartition": n.topic_name, "partitions": n.num_partitions})
             elif isinstance(n, RepartitionNode):
                 stateful.append({"repartition": n.topic_name})
         # the compiler's state layout (paged Python aggregations) is part of the checkpoint too

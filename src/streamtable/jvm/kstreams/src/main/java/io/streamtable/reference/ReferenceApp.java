@@ -166,6 +166,7 @@ public final class ReferenceApp {
             case "count-histogram" -> countHistogram(b, p);
             case "table-join-regroup" -> tableJoinRegroup(b, p);
             case "three-level" -> threeLevel(b, p);
+            case "flights-carrier-seats" -> flightsCarrierSeats(b, p);
             default -> throw new IllegalArgumentException("unknown topology " + topology);
         }
     }
@@ -491,6 +492,24 @@ public final class ReferenceApp {
                 .map((group, m) -> KeyValue.pair("all", m))
                 .groupByKey(Grouped.with("all", STR, Serdes.Long()))
                 .reduce(Math::max, longStore("all-max"))
+                .toStream()
+                .to(required(p, "output"), Produced.with(STR, Serdes.Long()));
+    }
+
+    /**
+     * Join, re-key, reduce on the flights: flights with a tail number re-keyed by it and joined
+     * with the planes (as flights-planes), re-keyed by carrier and the planes' seats summed per
+     * carrier (a plane without a seat count adds 0): three sub-topologies.
+     */
+    static void flightsCarrierSeats(StreamsBuilder b, Map<String, String> p) {
+        KTable<String, String> planes = b.table(required(p, "planes"), Consumed.with(STR, STR));
+        b.stream(required(p, "flights"), Consumed.with(STR, STR))
+                .filter((k, v) -> v != null && field(v, "tailnum") != null)
+                .selectKey((k, v) -> field(v, "tailnum"))
+                .join(planes, (f, pl) -> field(f, "carrier") + ":" + parse(pl).path("seats").asLong(0), Joined.with(STR, STR, STR))
+                .map((tail, v) -> KeyValue.pair(v.split(":")[0], Long.parseLong(v.split(":")[1])))
+                .groupByKey(Grouped.with("by-carrier", STR, Serdes.Long()))
+                .reduce(Long::sum, longStore("carrier-seats"))
                 .toStream()
                 .to(required(p, "output"), Produced.with(STR, Serdes.Long()));
     }
