@@ -4,7 +4,8 @@ Each case runs a reference topology of ``ReferenceApp.java`` (real Kafka Streams
 streamtable twin (:mod:`streamtable.reference.twins`) on the same broker and the same seeded
 input, each engine writing its own output topic, and compares the final tables (the last value
 per key): intermediate updates legitimately differ (Kafka Streams runs without a record cache
-here, streamtable emits one update per key and micro-batch). Kafka Streams cuts each of these
+here, streamtable emits one update per key and micro-batch; for the histogram that also decides
+which counts get a row of 0, see the test). Kafka Streams cuts each of these
 topologies into two or three sub-topologies through repartition topics; streamtable cuts where
 one Spark query cannot hold the chain (join -> re-key -> reduce, three levels) and keeps the
 rest in one query (the table re-groupings).
@@ -209,8 +210,18 @@ def outputs(kafka_broker, spark, tmp_path_factory):
 def test_final_tables_equal_kafka_streams(outputs, case):
     want, got = outputs[case]
     assert want, f"Kafka Streams' final table of {case} is empty"
-    assert got == want
     if case == "count-histogram":
+        # A user's count passes through every value; Kafka Streams without a record cache
+        # puts the user in each count's group and takes it out again, leaving a row 0 for
+        # every count some user passed through. streamtable emits a key's last update per
+        # micro-batch (as Kafka Streams' record cache does at a commit), so it skips counts
+        # no batch ended on: its 0 rows are a subset; every other row is equal.
         assert 0 in want.values(), "no count whose users all moved on (emitted as 0)"
+        nonzero = lambda t: {k: v for k, v in t.items() if v != 0}  # noqa: E731
+        assert nonzero(got) == nonzero(want)
+        zeros = {k for k, v in got.items() if v == 0}
+        assert zeros <= {k for k, v in want.items() if v == 0}
+        return
+    assert got == want
     if case == "table-join-regroup":
         assert len(want) == 4
