@@ -35,12 +35,12 @@ def final_table(records, decode_value=as_long):
     return table
 
 
-def run(topology, config, timeout=timedelta(minutes=3)):
+def run(topology, config, timeout=timedelta(minutes=3), *, purge=False):
     app = KafkaStreams(topology, config)
     app.start()
     try:
         app.await_caught_up(timeout=timeout)
-        if app._purger is not None:  # the test's purge: after the last commit
+        if purge:  # one more purge after the last commit (the monitor's may have run before)
             app._purger.update(app.queries, force=True)
         return app.metrics()
     finally:
@@ -88,7 +88,7 @@ def test_join_rekey_reduce_through_a_repartition_topic(
         .to(out, value_serde=L)
     )
     config = app_config(**{"processing.guarantee": guarantee, "repartition.purge.interval.ms": 0})
-    metrics = run(b.build(), config)
+    metrics = run(b.build(), config, purge=True)
 
     expected: dict[str, int] = {}
     for user, c, _ in data:
@@ -170,7 +170,7 @@ def test_explicit_repartition_then_windowed_count(kafka_broker, spark, topic_nam
         .to_stream()
         .to(out, key_serde=Serdes.time_windowed(S, 1000), value_serde=L)
     )
-    config = app_config()
+    config = app_config(**{"repartition.purge.interval.ms": 3_600_000})  # keep the records
     run(b.build(), config)
     expected: dict[tuple[str, int], int] = {}
     for k, ts in events:
@@ -181,6 +181,9 @@ def test_explicit_repartition_then_windowed_count(kafka_broker, spark, topic_nam
     assert got == expected
     rep = f"{config['application.id']}-spread-repartition"
     assert KafkaAdmin(bs).topic_partitions([rep]) == {rep: 4}
+    # a repartition record carries its upstream record's timestamp (Kafka Streams' rule)
+    written = sorted((k.decode(), ts) for k, _, ts in read_topic(bs, rep))
+    assert written == sorted(events)
 
 
 def test_driver_runs_sub_topologies_record_by_record(spark):
@@ -239,3 +242,50 @@ def test_existing_repartition_topic_with_other_partition_count_is_refused(
     assert f"Repartition topic {rep!r} has 2 partitions, but the topology needs 3" in msg
     assert "streamtable reset" in msg
     assert app.queries == []
+
+
+def test_reset_deletes_repartition_topics_and_the_next_run_recomputes(
+    kafka_broker, spark, topic_name, app_config
+):
+    """`streamtable reset` deletes the repartition topic (an internal topic of the app) and
+    keeps no position in it: the next run recomputes from the input through a new topic.
+    """
+    from streamtable.runtime.reset import reset_application
+
+    bs = kafka_broker.bootstrap_servers
+    inp, out = topic_name("in"), topic_name("out")
+    ensure_topics(bs, {inp: 2, out: 1})
+    produce_records(bs, inp, [(f"k{i % 4}".encode(), long_bytes(i), 10_000 + i) for i in range(40)])
+
+    def topology():
+        b = StreamsBuilder()
+        (
+            b.stream(inp, key_serde=S, value_serde=L)
+            .group_by_key()
+            .reduce(lambda a, b: a + b, name="per-key")
+            .to_stream()
+            .map(lambda k, total: ("all", total))
+            .group_by_key(key_serde=S, value_serde=L, name="all")
+            .reduce(max, name="max")
+            .to_stream()
+            .to(out, value_serde=L)
+        )
+        return b.build()
+
+    config = app_config()
+    rep = f"{config['application.id']}-all-repartition"
+    expected = {"all": max(sum(i for i in range(40) if i % 4 == k) for k in range(4))}
+    run(topology(), config)
+    assert final_table(read_topic(bs, out)) == expected
+    assert rep in KafkaAdmin(bs).topic_partitions([rep])
+
+    result = reset_application(config, [inp])
+    assert rep in result.deleted_topics
+    assert rep not in result.positions  # nothing kept for a topic that starts empty again
+    assert rep not in KafkaAdmin(bs).topic_partitions([rep])
+
+    n_before = len(read_topic(bs, out))
+    run(topology(), config)
+    rerun = read_topic(bs, out)[n_before:]
+    assert rerun, "the run after the reset wrote nothing"
+    assert final_table(rerun) == expected

@@ -147,8 +147,6 @@ class KafkaStreams:
     _group_offsets: GroupOffsetCommitter | None = None
     #: deletes committed records of the repartition topics between sub-topologies
     _purger: RepartitionPurger | None = None
-    #: the repartition topics between sub-topologies -> partitions
-    _internal_topics: dict[str, int] = {}  # noqa: RUF012 - replaced per instance on start
 
     # -- state ----------------------------------------------------------------------------
 
@@ -237,7 +235,6 @@ class KafkaStreams:
         plans = compile_topology(self.topology, ctx)
         self._metric_names = list(ctx.metric_names)
         ensure_repartition_topics(admin, ctx.internal_topics)
-        self._internal_topics = dict(ctx.internal_topics)
         if cfg.processing_guarantee == "exactly_once_v2":
             prepare_exactly_once(
                 admin,

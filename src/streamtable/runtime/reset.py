@@ -293,7 +293,10 @@ def _reset(
     positions: Positions = {
         t: {p: off for p, off in parts.items() if p < existing[t]}
         for t, parts in committed.items()
-        if t not in topics and t in existing  # a deleted topic has no position to keep
+        if t not in topics
+        and t in existing  # a deleted topic has no position to keep
+        # repartition topics are deleted and start empty: their readers start at 0
+        and not is_internal_topic(app_id, t)
     }
     kept = sorted(positions)
 
