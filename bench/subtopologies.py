@@ -12,11 +12,14 @@ Figures: records/s of each engine (medians over ``--repeat`` runs, order alterna
 ratio, and for streamtable the **hop**: how long after the first query (join, re-key) had
 processed and committed the whole input the second query (reduce) had processed and committed
 everything the first wrote to the repartition topic (the latency the hop adds to the last
-records), next to the micro-batch interval (``commit.interval.ms``).
+records of a backlog), next to the micro-batch interval (``commit.interval.ms``). A steady run
+(``--steady-rate`` flights/s for ``--steady-seconds``) then measures, for every repartition
+record, the time from its becoming readable (a consumer tails the topic) to the commit of the
+reduce query's micro-batch that includes it: p50/p90/p99.
 
 Prints ONE JSON object on stdout; logs go to stderr. Never asserts timings.
 
-    python bench/subtopologies.py [--quick] [--repeat N]
+    python bench/subtopologies.py [--quick] [--repeat N] [--steady-rate N] [--steady-seconds S]
 """
 
 from __future__ import annotations
@@ -116,12 +119,127 @@ def _run_streamtable(topology: Any, bs: str, inputs: list[str], n: int, tmp: Pat
     }
 
 
+class _Tail:
+    """Records when each offset of a topic first became readable (wall clock, monotonic s)."""
+
+    def __init__(self, bs: str, topic: str) -> None:
+        import threading
+
+        from confluent_kafka import Consumer
+
+        self.seen: dict[tuple[int, int], float] = {}
+        self._stop = threading.Event()
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": bs,
+                "group.id": f"bench-tail-{uuid.uuid4().hex}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 10,
+            }
+        )
+        self._consumer.subscribe([topic])
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for msg in self._consumer.consume(num_messages=10000, timeout=0.05):
+                if not msg.error():
+                    self.seen.setdefault((msg.partition(), msg.offset()), time.monotonic())
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self._consumer.close()
+
+
+def _steady_hop_latency(
+    bs: str, flights: list, planes_topic: str, tmp: Path, rate: int, seconds: float
+) -> dict[str, Any]:
+    """Produce flights at ``rate``/s for ``seconds`` into a running app; for every record of the
+    repartition topic, the time from its becoming readable to the reduce query's commit of a
+    micro-batch that includes it.
+    """
+    from datetime import datetime
+
+    from confluent_kafka import Producer
+
+    from streamtable import KafkaStreams
+    from streamtable.demo._harness import demo_config, ensure_topics
+    from streamtable.reference import twins
+    from streamtable.runtime.progress import _end_offsets
+
+    topic, out = f"bench-sub-steady-{uuid.uuid4().hex[:6]}", "bench-sub-steady-out"
+    ensure_topics(bs, {topic: PARTITIONS, out: PARTITIONS}, recreate=True)
+    app_id = f"bench-sub-steady-{uuid.uuid4().hex[:6]}"
+    config = demo_config(
+        app_id,
+        bs,
+        tempfile.mkdtemp(prefix=f"{app_id}-", dir=tmp),
+        **{
+            "streamtable.shuffle.partitions": bench_run.SHUFFLE_PARTITIONS,
+            "commit.interval.ms": COMMIT_INTERVAL_MS,
+        },
+    )
+    app = KafkaStreams(twins.flights_carrier_seats(topic, planes_topic, out), config)
+    app.start()
+    rep = next(p.writes_internal for p in app._plans if p.writes_internal)  # noqa: SLF001
+    tail = _Tail(bs, rep)
+    producer = Producer({"bootstrap.servers": bs, "linger.ms": 5, "partitioner": "murmur2_random"})
+    try:
+        n = int(rate * seconds)
+        t0 = time.monotonic()
+        for i, (k, v, ts) in enumerate(flights[:n]):
+            while time.monotonic() < t0 + i / rate:  # the steady rate (not a wait for data)
+                producer.poll(0)
+                time.sleep(0.001)
+            producer.produce(topic, key=k, value=v, timestamp=ts)
+        producer.flush(30)
+        app.await_caught_up(timeout=timedelta(seconds=bench_run.CATCH_UP_TIMEOUT_S))
+        time.sleep(0.5)  # the tail consumer's last poll (a measurement, not a wait for a state)
+        plans = app._plans  # noqa: SLF001
+        reduce_q = next(q for q, p in zip(app.queries, plans, strict=True) if p.reads_internal)
+        # wall time (monotonic) at which each batch's end offsets were committed
+        now_wall, now_mono = time.time(), time.monotonic()
+        commits = []
+        for prog in reduce_q.recentProgress:
+            start = datetime.fromisoformat(prog["timestamp"].replace("Z", "+00:00")).timestamp()
+            end = start + prog["durationMs"]["triggerExecution"] / 1000
+            offsets = {p: off for (t, p), off in _end_offsets(prog).items() if t == rep}
+            commits.append((end - now_wall + now_mono, offsets))
+    finally:
+        tail.close()
+        app.close()
+    latencies = []
+    for (part, off), seen_at in tail.seen.items():
+        done = [t for t, offs in commits if offs.get(part, -1) > off]
+        if done:
+            latencies.append(max(0.0, min(done) - seen_at))
+    latencies.sort()
+    pick = lambda q: round(latencies[min(len(latencies) - 1, int(q * len(latencies)))], 3)  # noqa: E731
+    batch_ms = [p["durationMs"]["triggerExecution"] for p in reduce_q.recentProgress]
+    return {
+        "rate_per_s": rate,
+        "seconds": seconds,
+        "repartition_records": len(tail.seen),
+        "measured_records": len(latencies),
+        "hop_latency_s": {"p50": pick(0.5), "p90": pick(0.9), "p99": pick(0.99), "max": pick(1.0)}
+        if latencies
+        else None,
+        "reduce_batch_ms_median": bench_run._median(batch_ms) if batch_ms else None,
+        "batch_interval_s": COMMIT_INTERVAL_MS / 1000,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     ap.add_argument("--quick", action="store_true", help="January 2013 only (27k flights)")
     ap.add_argument("--repeat", type=int, default=1, help="runs per engine (default 1)")
+    ap.add_argument("--steady-rate", type=int, default=2000, help="flights/s of the steady run")
+    ap.add_argument("--steady-seconds", type=float, default=20.0, help="0 skips the steady run")
     args = ap.parse_args(argv)
     real_stdout = bench_run.json_only_stdout()
 
@@ -177,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
             for k, records in data.items():
                 produce_records(bs, topics[k], records)
             produce_records(bs, warm, data["flights"][:WARMUP_FLIGHTS])
+            flights_data = data["flights"]
             del data
             t0 = time.monotonic()
             spark = get_spark({})
@@ -244,6 +363,15 @@ def main(argv: list[str] | None = None) -> int:
                     "machine": bench_run.machine_info(spark),
                 }
             )
+            if args.steady_seconds > 0:
+                result["steady"] = _steady_hop_latency(
+                    bs, flights_data, topics["planes"], tmp, args.steady_rate, args.steady_seconds
+                )
+                result["steady"]["hop_p50_within_one_batch_interval"] = (
+                    result["steady"]["hop_latency_s"] is not None
+                    and result["steady"]["hop_latency_s"]["p50"] <= COMMIT_INTERVAL_MS / 1000
+                )
+                log.info("steady run: %s", result["steady"])
             spark.stop()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
