@@ -95,6 +95,7 @@ TOPOLOGIES: dict[str, tuple[str, ...]] = {
     "table-join-regroup": ("left", "right", "output"),
     "three-level": ("input", "output"),
     "flights-carrier-seats": ("flights", "planes", "output"),
+    "windowed-filter-join": ("input", "table", "output", "size_ms", "grace_ms"),
 }
 
 _MAIN_CLASS = "io.streamtable.reference.ReferenceApp"

@@ -38,6 +38,7 @@ __all__ = [
     "table_join_regroup",
     "three_level",
     "flights_carrier_seats",
+    "windowed_filter_join",
     "java_string",
 ]
 
@@ -670,5 +671,50 @@ def flights_carrier_seats(flights: str, planes: str, output: str) -> Topology:
         .reduce(_sum, name="carrier-seats")
         .to_stream()
         .to(output, key_serde=_S, value_serde=Serdes.long())
+    )
+    return b.build()
+
+
+def _more_than_one(_wk: Any, n: int) -> bool:
+    return n > 1
+
+
+def _count_at_start(wk: Any, n: int) -> tuple[str, str]:
+    """Java's ``KeyValue.pair(wk.key(), n + "@" + wk.window().start())``."""
+    return wk.key, f"{n}@{wk.start}"
+
+
+def _region_count(count: str, region: str) -> str:
+    """Java's ``(n, region) -> region + ":" + n``."""
+    return f"{region}:{count}"
+
+
+def windowed_filter_join(
+    input: str,  # noqa: A002 - the Java param
+    table: str,
+    output: str,
+    *,
+    size_ms: int,
+    grace_ms: int,
+) -> Topology:
+    """Twin of ``windowed-filter-join``: final counts per user and tumbling window (store
+    ``count-store``, suppressed until the window closes), those above 1 re-keyed by user (a
+    repartition) and joined with the users' regions; value ``"region:count@windowStart"``.
+    """
+    from streamtable import BufferConfig, Suppressed
+
+    b = StreamsBuilder()
+    regions = b.table(table, key_serde=_S, value_serde=_S)
+    (
+        b.stream(input, key_serde=_S, value_serde=_S)
+        .group_by_key()
+        .windowed_by(_windows(size_ms, grace_ms))
+        .count(name="count-store")
+        .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
+        .to_stream()
+        .filter(_more_than_one)
+        .map(_count_at_start)
+        .join(regions, _region_count)
+        .to(output, key_serde=_S, value_serde=_S)
     )
     return b.build()

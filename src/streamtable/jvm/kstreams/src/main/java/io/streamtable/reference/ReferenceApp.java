@@ -167,6 +167,7 @@ public final class ReferenceApp {
             case "table-join-regroup" -> tableJoinRegroup(b, p);
             case "three-level" -> threeLevel(b, p);
             case "flights-carrier-seats" -> flightsCarrierSeats(b, p);
+            case "windowed-filter-join" -> windowedFilterJoin(b, p);
             default -> throw new IllegalArgumentException("unknown topology " + topology);
         }
     }
@@ -512,6 +513,24 @@ public final class ReferenceApp {
                 .reduce(Long::sum, longStore("carrier-seats"))
                 .toStream()
                 .to(required(p, "output"), Produced.with(STR, Serdes.Long()));
+    }
+
+    /**
+     * Final counts per user and tumbling window (size_ms, grace_ms, suppressed until the window
+     * closes), those above 1 re-keyed by user and joined with the users' regions: value
+     * "region:count@windowStart".
+     */
+    static void windowedFilterJoin(StreamsBuilder b, Map<String, String> p) {
+        KTable<String, String> regions = b.table(required(p, "table"), Consumed.with(STR, STR));
+        KTable<Windowed<String>, Long> counts =
+                windowed(b.stream(required(p, "input"), Consumed.with(STR, STR)).groupByKey(), p)
+                        .count(windowStore("count-store", p, Serdes.Long()));
+        counts.suppress(Suppressed.untilWindowCloses(Suppressed.BufferConfig.unbounded()))
+                .toStream()
+                .filter((wk, n) -> n > 1)
+                .map((wk, n) -> KeyValue.pair(wk.key(), n + "@" + wk.window().start()))
+                .join(regions, (n, region) -> region + ":" + n, Joined.with(STR, STR, STR))
+                .to(required(p, "output"), Produced.with(STR, STR));
     }
 
     static Materialized<String, Long, KeyValueStore<Bytes, byte[]>> longStore(String name) {
