@@ -72,3 +72,32 @@ def test_incompatible_restart_names_the_change(tmp_path):
         match=r"not compatible with its checkpoint.*counts.*renamed|not compatible with its checkpoint.*'store': 'counts'.*'store': 'renamed'.*streamtable reset --application-id app",
     ):
         check_fingerprint(tmp_path, topology("renamed"), "app")
+
+
+def test_producer_fatal_errors_re_run_the_batch_fenced_or_not():
+    """A fenced producer, and one confluent-kafka reports only as a bare SystemError after a
+    fatal error, both make the query restart from its checkpoint (exactly once: the batch's
+    transaction was not committed); other producer errors do not.
+    """
+    from streamtable.config import StreamsConfig
+    from streamtable.runtime.kafka_streams import is_transient
+    from streamtable.runtime.task_output import _fatal, output_spec
+
+    spec = output_spec(
+        StreamsConfig.from_mapping({"application.id": "a", "bootstrap.servers": "x:1"}), "q.sink"
+    )
+    try:
+        try:
+            raise RuntimeError('KafkaError{FATAL,code=_FENCED,val=-144,str="fenced"}')
+        except RuntimeError as cause:
+            raise SystemError(
+                "<function _delivered> returned a result with an exception set"
+            ) from cause
+    except SystemError as e:
+        fenced = _fatal(spec, e)
+    bare = _fatal(spec, SystemError("<method 'flush'> returned NULL without setting an exception"))
+    other = _fatal(spec, RuntimeError("Broker: Message size too large"))
+    assert "fenced by a newer instance" in str(fenced) and is_transient(fenced)
+    assert "producer in a fatal state" in str(bare) and is_transient(bare)
+    assert "'q.sink'" in str(bare)
+    assert not is_transient(other)

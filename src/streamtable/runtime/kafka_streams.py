@@ -28,7 +28,7 @@ from streamtable.runtime.progress import ProgressLedger, caught_up
 from streamtable.runtime.repartition_topics import RepartitionPurger, ensure_repartition_topics
 from streamtable.runtime.starting_offsets import pending_batch_records
 from streamtable.runtime.state_lock import StateDirLock
-from streamtable.runtime.task_output import output_spec, prepare_exactly_once
+from streamtable.runtime.task_output import PRODUCER_FATAL, output_spec, prepare_exactly_once
 from streamtable.topology.topology import Topology
 
 log = logging.getLogger("streamtable")
@@ -54,6 +54,7 @@ _TRANSIENT = (
     # with a new producer, which fences the zombie in turn (Kafka Streams' TaskMigrated)
     "fenced by a newer instance",
     "PRODUCER_FENCED",
+    PRODUCER_FATAL,
 )
 
 

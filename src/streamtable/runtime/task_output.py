@@ -323,6 +323,11 @@ def _with_retries(what: str, timeout_s: float, call: Any) -> Any:
             delay = min(delay * 2, 1.0)
 
 
+#: Said by :func:`_fatal` of a producer that failed fatally without naming why; the runtime
+#: re-runs the batch (see ``streamtable.runtime.kafka_streams.is_transient``).
+PRODUCER_FATAL = "producer in a fatal state; the batch is re-run with a new producer"
+
+
 def _fatal(spec: OutputSpec, e: BaseException) -> StreamsError:
     """A :class:`StreamsError` for a producer's fatal error, naming its cause.
 
@@ -339,6 +344,11 @@ def _fatal(spec: OutputSpec, e: BaseException) -> StreamsError:
     text = " <- ".join(parts)
     if "FENCED" in text.upper():
         text += " (fenced by a newer instance)"
+    elif any(p.startswith("SystemError") for p in parts):
+        # after a fatal error confluent-kafka may raise a SystemError without its cause (e.g.
+        # "flush returned NULL without setting an exception"): the producer is unusable, the
+        # transaction is not committed, and a re-run with a new producer is exactly once
+        text += f" ({PRODUCER_FATAL})"
     return StreamsError(f"The producer of output stage {spec.stage!r} failed: {text}")
 
 
