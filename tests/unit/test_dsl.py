@@ -17,8 +17,8 @@ from streamtable import (
 from streamtable.errors import TopologyError
 from streamtable.topology.nodes import AggregateNode, RecordOpKind, RecordOpNode, RepartitionNode
 
-# Kafka Streams' describe() of its WordCountDemo topology (count named "counts-store"),
-# with our node numbering: Kafka Streams 4.x prints the same layout.
+# Kafka Streams 4.3's describe() of its WordCountDemo topology (count named "counts-store"),
+# printed by the JVM for the same DSL calls.
 WORDCOUNT_DESCRIPTION = """\
 Topologies:
    Sub-topology: 0
@@ -40,13 +40,13 @@ Topologies:
     Source: counts-store-repartition-source (topics: [counts-store-repartition])
       --> KSTREAM-AGGREGATE-0000000003
     Processor: KSTREAM-AGGREGATE-0000000003 (stores: [counts-store])
-      --> KTABLE-TOSTREAM-0000000004
+      --> KTABLE-TOSTREAM-0000000007
       <-- counts-store-repartition-source
-    Processor: KTABLE-TOSTREAM-0000000004 (stores: [])
-      --> KSTREAM-SINK-0000000005
+    Processor: KTABLE-TOSTREAM-0000000007 (stores: [])
+      --> KSTREAM-SINK-0000000008
       <-- KSTREAM-AGGREGATE-0000000003
-    Sink: KSTREAM-SINK-0000000005 (topic: streams-wordcount-output)
-      <-- KTABLE-TOSTREAM-0000000004
+    Sink: KSTREAM-SINK-0000000008 (topic: streams-wordcount-output)
+      <-- KTABLE-TOSTREAM-0000000007
 
 """
 

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 from streamtable.errors import TopologyError
 from streamtable.topology.naming import NameGenerator
 from streamtable.topology.nodes import Node
+
+#: A repartition whose name prefix matches this gets generated processor names (Kafka Streams'
+#: ``createRepartitionedSource``); any other prefix names them ``<topic>-filter/-sink/-source``.
+_GENERATED_PREFIX = re.compile(r"KSTREAM.*-[0-9]{10}")
 
 
 class GraphBuilder:
@@ -35,3 +41,33 @@ class GraphBuilder:
     def nodes(self) -> tuple[Node, ...]:
         """The nodes so far, in creation order."""
         return tuple(self._nodes)
+
+    def stream_repartition(self, prefix: str, *, reuse: bool = False) -> tuple[str, dict[str, str]]:
+        """Topic and processor names of a stream repartition, as Kafka Streams gives them.
+
+        Follows ``KStreamImpl.createRepartitionedSource``: the topic is ``prefix`` with
+        ``-repartition`` appended unless it already ends so; the counter advances for a sink, a
+        null-key filter and a source, which are named so when ``prefix`` is generated
+        (``KSTREAM...-<10 digits>``), else ``<topic>-sink``/``-filter``/``-source``. ``reuse``:
+        the names belong to a repartition already in the graph (only the counter advances).
+
+        Examples
+        --------
+        >>> g = GraphBuilder()
+        >>> topic, names = g.stream_repartition("by-user")
+        >>> topic, names["filter"], names["source"]
+        ('by-user-repartition', 'by-user-repartition-filter', 'by-user-repartition-source')
+        >>> g.stream_repartition("KSTREAM-MAP-0000000009")[1]["source"]
+        'KSTREAM-SOURCE-0000000005'
+        """
+        topic = prefix if prefix.endswith("-repartition") else f"{prefix}-repartition"
+        sink = self.names.generated("KSTREAM", "SINK")
+        null_filter = self.names.generated("KSTREAM", "FILTER")
+        source = self.names.generated("KSTREAM", "SOURCE")
+        if not _GENERATED_PREFIX.fullmatch(prefix):
+            sink, null_filter, source = (f"{topic}-{role}" for role in ("sink", "filter", "source"))
+        names = {"filter": null_filter, "sink": sink, "source": source}
+        if not reuse:
+            for n in names.values():
+                self.names.claim(n)
+        return topic, names

@@ -163,7 +163,7 @@ class StreamsBuilder:
         >>> from streamtable import StreamsBuilder, Serdes
         >>> b = StreamsBuilder()
         >>> b.table("planes", key_serde=Serdes.string(), value_serde=Serdes.string())
-        KTable(KTABLE-SOURCE-0000000001)
+        KTable(KTABLE-SOURCE-0000000002)
         """
         retention = None
         if history_retention is not None:
@@ -193,7 +193,7 @@ class StreamsBuilder:
         >>> from streamtable import StreamsBuilder, Serdes
         >>> b = StreamsBuilder()
         >>> b.global_table("airlines", key_serde=Serdes.string(), value_serde=Serdes.string())
-        GlobalKTable(KTABLE-SOURCE-0000000001)
+        GlobalKTable(KTABLE-SOURCE-0000000002)
         """
         node_name = self._add_table(
             "global_table", topic, key_serde, value_serde, name, is_global=True
@@ -213,12 +213,10 @@ class StreamsBuilder:
         processor and store; return the processor's name.
         """
         _check_topic(topic, f"StreamsBuilder.{method}")
-        index = self._graph.names.next_index()
-        source_name = self._graph.names.claim(f"KSTREAM-SOURCE-{index:010d}")
+        # Kafka Streams' order: the store (Materialized), the source, the table source
+        store = self._graph.names.table_store(topic, name)
+        source_name = self._graph.names.processor("KSTREAM", "SOURCE")
         node_name = self._graph.names.processor("KTABLE", "SOURCE")
-        store = self._graph.names.claim(
-            name if name is not None else f"{topic}-STATE-STORE-{index:010d}", kind="store"
-        )
         self._graph.add(
             TableSourceNode(
                 node_name,
@@ -228,6 +226,7 @@ class StreamsBuilder:
                 key_serde=key_serde,
                 value_serde=value_serde,
                 store_name=store,
+                queryable=name is not None,
                 **options,
             )
         )

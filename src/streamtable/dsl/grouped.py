@@ -81,6 +81,8 @@ class _Aggregations:
     _value_serde: Serde | None
     _repartition_name: str | None
     _repartition_required: bool
+    #: the repartition node of a named grouping, once made (shared with windowed_by)
+    _shared_repartition: list[str]
     _windows: WindowSpec | None = None
     _late_records_topic: str | None = None
     _kind = "KGroupedStream"
@@ -217,22 +219,13 @@ class _Aggregations:
         graph = self._stream._graph
         prefix = "KSTREAM"
         op = "REDUCE" if label == "REDUCE" else "AGGREGATE"
+        # Kafka Streams' order (GroupedStreamAggregateBuilder): the store, the aggregation, then
+        # the repartition's sink, filter and source
         store = graph.names.store(prefix, op, name)
+        node_name = graph.names.processor(prefix, op)
         parent = self._stream.node_name
         if self._repartition_required:
-            base = self._repartition_name or store
-            rep_name = graph.names.claim(f"{base}-repartition")
-            graph.add(
-                RepartitionNode(
-                    rep_name,
-                    (parent,),
-                    topic_name=f"{base}-repartition",
-                    key_serde=self._key_serde,
-                    value_serde=self._value_serde,
-                )
-            )
-            parent = rep_name
-        node_name = graph.names.processor(prefix, op)
+            parent = self._repartition_before(parent, store)
         graph.add(
             AggregateNode(
                 node_name,
@@ -248,6 +241,35 @@ class _Aggregations:
             )
         )
         return KTable(graph, node_name, key_serde=self._key_serde, windows=self._windows)
+
+    def _repartition_before(self, parent: str, store: str) -> str:
+        """The repartition node in front of an aggregation with store ``store``.
+
+        Its topic is named after the grouping (``Grouped.as``), else after the store; the
+        aggregations of one named grouping share it (Kafka Streams reuses the node, though the
+        counter advances for each), an unnamed grouping gets one per aggregation.
+        """
+        graph = self._stream._graph
+        shared = self._shared_repartition
+        reuse = self._repartition_name is not None and shared
+        topic, kafka_names = graph.stream_repartition(
+            self._repartition_name or store, reuse=bool(reuse)
+        )
+        if reuse:
+            return shared[0]
+        rep_name = graph.names.claim(topic)
+        graph.add(
+            RepartitionNode(
+                rep_name,
+                (parent,),
+                kafka_names=kafka_names,
+                topic_name=topic,
+                key_serde=self._key_serde,
+                value_serde=self._value_serde,
+            )
+        )
+        shared.append(rep_name)
+        return rep_name
 
 
 class KGroupedStream(_Aggregations):
@@ -267,6 +289,7 @@ class KGroupedStream(_Aggregations):
         self._value_serde = value_serde
         self._repartition_name = repartition_name
         self._repartition_required = repartition_required
+        self._shared_repartition = []
 
     def windowed_by(
         self,
@@ -337,6 +360,7 @@ class TimeWindowedKStream(_Aggregations):
         self._value_serde = grouped._value_serde
         self._repartition_name = grouped._repartition_name
         self._repartition_required = grouped._repartition_required
+        self._shared_repartition = grouped._shared_repartition
         self._windows = windows
         self._late_records_topic = late_records_topic
         if isinstance(windows, SessionWindowSpec):

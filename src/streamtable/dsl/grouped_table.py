@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from streamtable.dsl._callables import check_callable
 from streamtable.dsl._graph import GraphBuilder
 from streamtable.dsl.ktable import KTable
-from streamtable.topology.nodes import TableAggregateNode
+from streamtable.topology.nodes import RepartitionNode, TableAggregateNode
 
 if TYPE_CHECKING:
     from streamtable.serde import Serde
@@ -39,13 +39,17 @@ class KGroupedTable:
         graph: GraphBuilder,
         parent: str,
         *,
+        grouping: str | None = None,
         key_serde: Serde | None,
         value_serde: Serde | None,
     ) -> None:
         self._graph = graph
         self._parent = parent
+        self._grouping = grouping
         self._key_serde = key_serde
         self._value_serde = value_serde
+        # a named grouping has one repartition topic, shared by its aggregations
+        self._repartition: str | None = None
 
     def count(self, name: str | None = None) -> KTable:
         """Rows per group; a group whose rows all left is emitted as ``0``, not deleted.
@@ -56,9 +60,9 @@ class KGroupedTable:
         >>> b = StreamsBuilder()
         >>> users = b.table("users", key_serde=Serdes.string(), value_serde=Serdes.string())
         >>> users.group_by(lambda user, region: (region, user)).count(name="per-region")
-        KTable(KTABLE-COUNT-0000000004)
+        KTable(KTABLE-AGGREGATE-0000000006)
         """
-        return self._add("COUNT", name, _zero, _plus_one, _minus_one, reduce=False)
+        return self._add("AGGREGATE", name, _zero, _plus_one, _minus_one, reduce=False)
 
     def reduce(
         self,
@@ -114,12 +118,32 @@ class KGroupedTable:
         *,
         reduce: bool,
     ) -> KTable:
-        store = self._graph.names.store("KTABLE", label, name)
-        node_name = self._graph.names.processor("KTABLE", label)
+        # Kafka Streams' order (KGroupedTableImpl): the store (KTABLE-AGGREGATE-STATE-STORE
+        # for every aggregation), the repartition's sink and source, the aggregation
+        names = self._graph.names
+        store = names.store("KTABLE", "AGGREGATE", name)
+        topic = f"{self._grouping or store}-repartition"
+        kafka_names = {
+            "sink": names.generated("KSTREAM", "SINK"),
+            "source": names.generated("KSTREAM", "SOURCE"),
+        }
+        node_name = names.processor("KTABLE", label)
+        if self._repartition is None or self._grouping is None:
+            self._repartition = names.claim(topic)
+            for n in kafka_names.values():
+                names.claim(n)
+            self._graph.add(
+                RepartitionNode(
+                    self._repartition,
+                    (self._parent,),
+                    kafka_names=kafka_names,
+                    topic_name=topic,
+                )
+            )
         self._graph.add(
             TableAggregateNode(
                 node_name,
-                (self._parent,),
+                (self._repartition,),
                 store_name=store,
                 initializer=initializer,
                 adder=adder,

@@ -139,8 +139,8 @@ class KStream:
         >>> b.stream("in").map(lambda k, v: (v, k)).group_by_key().count().to_stream().to("out")
         >>> print(b.build().describe())  # doctest: +ELLIPSIS
         Topologies: ...
-            Sink: KSTREAM-AGGREGATE-STATE-STORE-0000000002-repartition-sink
-              (topic: KSTREAM-AGGREGATE-STATE-STORE-0000000002-repartition) ...
+            Sink: KSTREAM-SINK-0000000004 (topic: KSTREAM-AGGREGATE-...-0000000002-repartition)
+              <-- KSTREAM-FILTER-0000000005 ...
         """
         check_callable(mapper, "KStream.map", "key, value", 2)
         return self._op(RecordOpKind.MAP, mapper, "MAP", name, changes_key=True, keeps_value=False)
@@ -285,6 +285,11 @@ class KStream:
     def split(self, name: str | None = None) -> BranchedKStream:
         """Route each record to the first branch whose predicate matches (``split()``).
 
+        ``name`` names the splitting processor (Kafka Streams' ``Named``; default
+        ``KSTREAM-BRANCH-<n>``) and prefixes the branches: each branch is
+        ``<split name><branch name>``, or ``<split name><position>`` (the default branch:
+        ``<split name>0``), as in Kafka Streams.
+
         Examples
         --------
         >>> from streamtable import StreamsBuilder
@@ -295,7 +300,8 @@ class KStream:
         >>> sorted(branches)
         ['s-other', 's-pos']
         """
-        return BranchedKStream(self, name or self._graph.names.processor("KSTREAM", "BRANCH") + "-")
+        splitter = self._op(RecordOpKind.IDENTITY, _pass, "BRANCH", name)
+        return BranchedKStream(splitter, splitter.node_name)
 
     # -- repartitioning and grouping ------------------------------------------------------
 
@@ -324,12 +330,14 @@ class KStream:
                 f"KStream.repartition: num_partitions must be positive; got {num_partitions}."
             )
         base = name if name is not None else self._graph.names.processor("KSTREAM", "REPARTITION")
-        node_name = self._graph.names.claim(f"{base}-repartition")
+        topic, kafka_names = self._graph.stream_repartition(base)
+        node_name = self._graph.names.claim(topic)
         self._graph.add(
             RepartitionNode(
                 node_name,
                 (self._node_name,),
-                topic_name=f"{base}-repartition",
+                kafka_names=kafka_names,
+                topic_name=topic,
                 num_partitions=num_partitions,
                 key_serde=key_serde or self._key_serde,
                 value_serde=value_serde or self._value_serde,
@@ -385,6 +393,10 @@ class KStream:
     ) -> KGroupedStream:
         """Group records by ``selector(key, value)`` (``groupBy``); always repartitions.
 
+        ``name`` (Kafka Streams' ``Grouped.as``) names the key-selecting processor and the
+        repartition topic ``<name>-repartition``; by default the topic is named after the
+        aggregation's store.
+
         Examples
         --------
         >>> from streamtable import StreamsBuilder
@@ -395,7 +407,8 @@ class KStream:
             Sink: by-value-repartition-sink (topic: by-value-repartition) ...
         """
         check_callable(selector, "KStream.group_by", "key, value", 2)
-        selected = self.select_key(selector)
+        # Kafka Streams names the key selector after the grouping (Grouped.as)
+        selected = self.select_key(selector, name=name)
         from streamtable.dsl.grouped import KGroupedStream
 
         return KGroupedStream(
@@ -427,6 +440,14 @@ class KStream:
         ``joiner(stream_value, other_value)``. Raises :class:`TopologyError` for an operand
         or argument of the wrong kind.
 
+        ``name`` names the join as Kafka Streams' ``Joined.as`` (stream-table: the join
+        processor and the repartition topic ``<name>-repartition`` when the key changed),
+        ``Named.as`` (GlobalKTable) or ``StreamJoined.as(name).withName(name)`` (stream-stream:
+        ``<name>-this-join``, ``<name>-merge``, window stores ``<name>-this-join-store``, ...,
+        repartition topics ``<name>-left-repartition``/``-right-repartition``). Unnamed, the
+        names are generated as Kafka Streams generates them (a stream-GlobalKTable join is
+        always ``KSTREAM-LEFTJOIN-<n>``, even inner).
+
         Examples
         --------
         >>> from datetime import timedelta
@@ -434,7 +455,7 @@ class KStream:
         >>> b = StreamsBuilder()
         >>> window = JoinWindows.of_time_difference_with_no_grace(timedelta(minutes=5))
         >>> b.stream("views").join(b.stream("clicks"), lambda view, click: (view, click), window)
-        KStream(KSTREAM-JOIN-0000000002)
+        KStream(KSTREAM-MERGE-0000000006)
         """
         return self._join("inner", other, args, name)
 
@@ -456,7 +477,7 @@ class KStream:
         >>> b = StreamsBuilder()
         >>> users = b.global_table("users")
         >>> b.stream("orders").left_join(users, lambda k, order: order["user"], lambda o, u: (o, u))
-        KStream(KSTREAM-LEFTJOIN-0000000003)
+        KStream(KSTREAM-LEFTJOIN-0000000004)
         """
         return self._join("left", other, args, name)
 
@@ -495,8 +516,6 @@ class KStream:
 
         method = {"inner": "join", "left": "left_join", "outer": "outer_join"}[join_type]
         left = self._node_name
-        if self._repartition_required and not isinstance(other, GlobalKTable):
-            left = repartition_for_join(self._graph, left, None)
         key_selector = None
         windows = None
         if isinstance(other, KStream):
@@ -510,14 +529,19 @@ class KStream:
             windows = jw.spec()
             kind = JoinKind.STREAM_STREAM
             right = other._node_name
+            # Kafka Streams' StreamJoined name: topics <name>-left/-right-repartition
+            if self._repartition_required:
+                left = repartition_for_join(self._graph, left, _suffixed(name, "-left", left))
             if other._repartition_required:
-                right = repartition_for_join(self._graph, right, None)
+                right = repartition_for_join(self._graph, right, _suffixed(name, "-right", right))
         elif isinstance(other, KTable):
             if len(args) != 1:
                 raise TopologyError(f"KStream.{method}(table, joiner) takes one joiner.")
             (joiner,) = args
             kind = JoinKind.STREAM_TABLE
             right = other.node_name
+            if self._repartition_required:
+                left = repartition_for_join(self._graph, left, name or left)
         elif isinstance(other, GlobalKTable):
             if len(args) != 2:
                 raise TopologyError(
@@ -540,12 +564,18 @@ class KStream:
             join_type,
             (left, right),
             joiner=joiner,
-            prefix="KSTREAM",
             name=name,
             key_selector=key_selector,
             windows=windows,
         )
-        return KStream(self._graph, node, key_serde=self._key_serde)
+        # a GlobalKTable join keeps the key, so a pending repartition stays pending
+        return KStream(
+            self._graph,
+            node,
+            key_serde=self._key_serde,
+            repartition_required=kind is JoinKind.STREAM_GLOBAL_TABLE
+            and self._repartition_required,
+        )
 
     # -- sinks ----------------------------------------------------------------------------
 
@@ -598,8 +628,8 @@ class KStream:
 class BranchedKStream:
     """The result of :meth:`KStream.split`: add branches, then take the dict of streams."""
 
-    def __init__(self, stream: KStream, prefix: str) -> None:
-        self._stream = stream
+    def __init__(self, splitter: KStream, prefix: str) -> None:
+        self._stream = splitter
         self._prefix = prefix
         self._predicates: list[Callable[[Any, Any], bool]] = []
         self._branches: dict[str, KStream] = {}
@@ -621,7 +651,7 @@ class BranchedKStream:
         earlier = tuple(self._predicates)
         self._predicates.append(predicate)
         branch_name = self._prefix + (name or str(len(self._predicates)))
-        self._branches[branch_name] = self._stream.filter(_FirstMatch(earlier, predicate))
+        self._branches[branch_name] = self._branch(_FirstMatch(earlier, predicate), branch_name)
         return self
 
     def default_branch(self, name: str | None = None) -> dict[str, KStream]:
@@ -633,11 +663,18 @@ class BranchedKStream:
         >>> b = StreamsBuilder()
         >>> branches = b.stream("in").split(name="s-").branch(lambda k, v: v > 0).default_branch()
         >>> branches
-        {'s-1': KStream(KSTREAM-FILTER-0000000001), 's-0': KStream(KSTREAM-FILTER-0000000002)}
+        {'s-1': KStream(s-1), 's-0': KStream(s-0)}
         """
         branch_name = self._prefix + (name or "0")
-        self._branches[branch_name] = self._stream.filter_not(_AnyOf(tuple(self._predicates)))
+        self._branches[branch_name] = self._branch(
+            _Negate(_AnyOf(tuple(self._predicates))), branch_name
+        )
         return dict(self._branches)
+
+    def _branch(self, predicate: Callable[[Any, Any], bool], branch_name: str) -> KStream:
+        # Kafka Streams' branch child: a processor named <split name><branch name or index>
+        # below the splitter; here it filters the splitter's records with its predicate
+        return self._stream._op(RecordOpKind.FILTER, predicate, "BRANCHCHILD", branch_name)
 
     def no_default_branch(self) -> dict[str, KStream]:
         """Return the branches; records no predicate matched are dropped.
@@ -648,7 +685,7 @@ class BranchedKStream:
         >>> b = StreamsBuilder()
         >>> split = b.stream("in").split(name="s-")
         >>> split.branch(lambda k, v: v > 0, name="pos").no_default_branch()
-        {'s-pos': KStream(KSTREAM-FILTER-0000000001)}
+        {'s-pos': KStream(s-pos)}
         """
         return dict(self._branches)
 
@@ -661,6 +698,14 @@ def _check_topic(topic: object, operation: str) -> None:
             f"{operation}: {topic!r} is not a legal Kafka topic name (1-249 characters from "
             "a-z, A-Z, 0-9, '.', '_', '-')."
         )
+
+
+def _suffixed(name: str | None, suffix: str, default: str) -> str:
+    return default if name is None else name + suffix
+
+
+def _pass(key: Any, value: Any) -> None:
+    """The splitter's function: never called (an identity operation runs no Python)."""
 
 
 # Small picklable function objects (Spark ships them to Python workers with cloudpickle).

@@ -11,15 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 from streamtable.dsl._callables import check_callable
 from streamtable.dsl._graph import GraphBuilder
-from streamtable.dsl.joins import add_join
+from streamtable.dsl.joins import add_foreign_key_join, add_join
 from streamtable.errors import TopologyError
 from streamtable.topology.nodes import (
     AggregateNode,
     JoinKind,
-    JoinNode,
     RecordOpKind,
     RecordOpNode,
-    RepartitionNode,
     SuppressNode,
     TableOpKind,
     TableOpNode,
@@ -97,7 +95,7 @@ class KTable:
         >>> from streamtable import StreamsBuilder
         >>> b = StreamsBuilder()
         >>> b.table("users").filter(lambda k, v: v["active"])
-        KTable(KTABLE-FILTER-0000000002)
+        KTable(KTABLE-FILTER-0000000003)
         """
         check_callable(predicate, "KTable.filter", "key, value", 2)
         node = self._table_op(TableOpKind.FILTER, predicate, "FILTER", name)
@@ -111,7 +109,7 @@ class KTable:
         >>> from streamtable import StreamsBuilder
         >>> b = StreamsBuilder()
         >>> b.table("users").filter_not(lambda k, v: v["banned"])
-        KTable(KTABLE-FILTER-0000000002)
+        KTable(KTABLE-FILTER-0000000003)
         """
         from streamtable.dsl.kstream import _Negate
 
@@ -151,8 +149,8 @@ class KTable:
         >>> b.table("users").to_stream().to("users-changes")
         >>> print(b.build().describe())  # doctest: +ELLIPSIS
         Topologies: ...
-            Processor: KTABLE-TOSTREAM-0000000002 (stores: [])
-              --> KSTREAM-SINK-0000000003 ...
+            Processor: KTABLE-TOSTREAM-0000000003 (stores: [])
+              --> KSTREAM-SINK-0000000004 ...
         """
         from streamtable.dsl.kstream import KStream
 
@@ -196,7 +194,7 @@ class KTable:
             ...
         streamtable.errors.TopologyError: Suppressed.until_window_closes needs a windowed table, ...
         >>> b.table("prices").suppress(Suppressed.until_time_limit(timedelta(seconds=30)))
-        KTable(KTABLE-SUPPRESS-0000000004)
+        KTable(KTABLE-SUPPRESS-0000000006)
         """
         from streamtable.dsl.suppressed import Suppressed
 
@@ -221,10 +219,13 @@ class KTable:
                     f"directly, but {self._node_name!r} is a {type(parent).__name__}: apply "
                     "suppress() first and filter/map the final results afterwards."
                 )
-        node_name = self._graph.names.processor("KTABLE", "SUPPRESS", name)
-        store = self._graph.names.store(
-            "KTABLE", "SUPPRESS", None if name is None else f"{name}-store"
-        )
+        # Kafka Streams (Suppressed.withName): a named suppression takes no index
+        if name is None:
+            node_name = self._graph.names.processor("KTABLE", "SUPPRESS")
+            store = self._graph.names.store("KTABLE", "SUPPRESS")
+        else:
+            node_name = self._graph.names.claim(name)
+            store = self._graph.names.claim(f"{name}-store", kind="store")
         self._graph.add(
             SuppressNode(node_name, (self._node_name,), suppress=spec, store_name=store)
         )
@@ -249,7 +250,9 @@ class KTable:
         Always repartitions. When a row changes, its old value is subtracted from the old
         group before the new value is added to the new group (Kafka Streams'
         ``KTableRepartitionMap``); a tombstone only subtracts. Rows mapped to a ``None`` key
-        are skipped and counted.
+        are skipped and counted. ``name`` (Kafka Streams' ``Grouped.as``) names the selecting
+        processor and the repartition topic ``<name>-repartition``; by default they are
+        ``KTABLE-SELECT-<n>`` and ``<aggregation's store>-repartition``.
 
         Raises
         ------
@@ -277,11 +280,12 @@ class KTable:
                 "KTable.group_by on a windowed table is not supported; use "
                 "to_stream().group_by(...) instead."
             )
-        select = self._table_op(TableOpKind.GROUP_BY, selector, "SELECT", None)
-        base = name or self._graph.names.store("KTABLE", "AGGREGATE")
-        rep = self._graph.names.claim(f"{base}-repartition")
-        self._graph.add(RepartitionNode(rep, (select,), topic_name=f"{base}-repartition"))
-        return KGroupedTable(self._graph, rep, key_serde=key_serde, value_serde=value_serde)
+        # Kafka Streams names the selector after the grouping (Grouped.as); the repartition
+        # comes with the aggregation (KGroupedTableImpl)
+        select = self._table_op(TableOpKind.GROUP_BY, selector, "SELECT", name)
+        return KGroupedTable(
+            self._graph, select, grouping=name, key_serde=key_serde, value_serde=value_serde
+        )
 
     # -- joins ------------------------------------------------------------------------------
 
@@ -305,8 +309,11 @@ class KTable:
             ``foreign_key_extractor(left_value) -> right key``: a foreign-key join (KIP-213),
             see Notes. Without it the tables are joined on their primary keys.
         name : str, optional
-            Name of the join processor; its state store is ``<name>-store`` (primary key) or
-            ``<name>-subscription-store`` (foreign key).
+            Kafka Streams' ``Named.as`` / ``TableJoined.as``: names the result (primary key:
+            ``<name>``, with processors ``<name>-join-this``/``-join-other``; foreign key:
+            ``<name>-result``, with ``<name>-subscription-...`` processors and topics). The
+            state store is ``<name>-store`` (primary key) or ``<name>-subscription-store``
+            (foreign key).
 
         Returns
         -------
@@ -362,7 +369,7 @@ class KTable:
         >>> orders = b.table("orders")
         >>> orders.join(customers, lambda o, c: {**o, "customer": c},
         ...             foreign_key_extractor=lambda o: o["customer_id"], name="order-customer")
-        KTable(order-customer)
+        KTable(order-customer-result)
         """
         return self._join(other, joiner, "inner", name, foreign_key_extractor)
 
@@ -394,7 +401,7 @@ class KTable:
         >>> b = StreamsBuilder()
         >>> users, scores = b.table("users"), b.table("scores")
         >>> users.left_join(scores, lambda user, score: (user, score or 0))
-        KTable(KTABLE-LEFTJOIN-0000000004)
+        KTable(KTABLE-MERGE-0000000006)
         """
         return self._join(other, joiner, "left", name, foreign_key_extractor)
 
@@ -452,21 +459,13 @@ class KTable:
             check_callable(
                 foreign_key_extractor, f"KTable.{method} foreign_key_extractor", "value", 1
             )
-            node = self._graph.names.processor("KTABLE", "FK-JOIN-OUTPUT", name)
-            if name is None:
-                store = self._graph.names.store("KTABLE", "FK-JOIN-SUBSCRIPTION")
-            else:
-                store = self._graph.names.claim(f"{name}-subscription-store", kind="store")
-            self._graph.add(
-                JoinNode(
-                    node,
-                    (self._node_name, other.node_name),
-                    kind=JoinKind.TABLE_TABLE_FK,
-                    join_type=join_type,
-                    joiner=joiner,
-                    foreign_key_extractor=foreign_key_extractor,
-                    store_names=(store,),
-                )
+            node = add_foreign_key_join(
+                self._graph,
+                join_type,
+                (self._node_name, other.node_name),
+                joiner=joiner,
+                foreign_key_extractor=foreign_key_extractor,
+                name=name,
             )
             return KTable(self._graph, node, key_serde=self._key_serde)
         node = add_join(
@@ -475,7 +474,6 @@ class KTable:
             join_type,
             (self._node_name, other.node_name),
             joiner=joiner,
-            prefix="KTABLE",
             name=name,
         )
         return KTable(self._graph, node, key_serde=self._key_serde)

@@ -21,12 +21,15 @@ module per core node (``streamtable.compiler``). Sugar such as ``filter_not``, `
   foreign-key join |
 | :class:`SinkNode` | ``to`` |
 
-Nodes are immutable; a node refers to its parents by name.
+Nodes are immutable; a node refers to its parents by name. A node's name is the name of the
+Kafka Streams processor whose output it is (the name a ``KStream``/``KTable`` handle carries in
+Kafka Streams); the other processors Kafka Streams builds for it (a repartition's filter, sink and
+source, a join's two sides, ...) are named in :attr:`Node.kafka_names`, for ``describe()``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -54,6 +57,10 @@ class Node:
 
     name: str
     parents: tuple[str, ...]
+    #: the names of the other Kafka Streams processors, topics and stores this node stands for,
+    #: by role (e.g. ``{"sink": ..., "source": ...}`` of a repartition); only
+    #: :mod:`streamtable.topology.describe` reads them
+    kafka_names: Mapping[str, str] = field(default_factory=dict, kw_only=True)
 
     #: Kafka Streams' description kind: "Source", "Processor" or "Sink".
     description_kind = "Processor"
@@ -111,7 +118,9 @@ class RepartitionNode(Node):
     """Redistributes records by key (Kafka Streams' ``<application.id>-<name>-repartition``).
 
     On Spark the repartition is a shuffle by the serialized key; ``topic_name`` is the
-    internal topic Kafka Streams would create, shown by ``describe()``.
+    internal topic Kafka Streams would create, shown by ``describe()``. ``kafka_names`` holds
+    Kafka Streams' ``filter`` (absent before a ``KTable.group_by`` aggregation), ``sink`` and
+    ``source`` processor names.
     """
 
     topic_name: str = ""
@@ -248,6 +257,9 @@ class TableSourceNode(Node):
     store_name: str = ""
     is_global: bool = False
     history_retention_ms: int | None = None
+    #: the store was named by the user (``Materialized.as``): Kafka Streams always builds it;
+    #: an unnamed table's store only when a join, ``group_by`` or ``suppress`` needs it
+    queryable: bool = False
 
     @property
     def stores(self) -> tuple[str, ...]:
