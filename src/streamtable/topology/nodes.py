@@ -342,7 +342,10 @@ class JoinNode(Node):
     ``joiner(left_value, right_value)``; ``key_selector(key, value)`` gives the lookup key of
     a stream-GlobalKTable join; ``foreign_key_extractor(left_value)`` the right table's key
     of a foreign-key table join (:attr:`JoinKind.TABLE_TABLE_FK`, inner or left only);
-    ``windows`` is set for stream-stream joins.
+    ``windows`` is set for stream-stream joins. The node is named after the processor Kafka
+    Streams' joined stream or table comes out of (a stream-table join's ``KSTREAM-JOIN``, a
+    merge, a foreign-key join's result); ``kafka_names`` names the join's other processors,
+    window stores and internal topics in Kafka Streams, for ``describe()``.
     """
 
     kind: JoinKind = JoinKind.STREAM_TABLE
