@@ -546,6 +546,58 @@ Topologies:
 """
 
 
+def _reuse_interleaved(b):
+    # the second aggregation of a named grouping adds its repartition to Kafka Streams' graph
+    # again, which writes it (and the first aggregation) after the stream created in between
+    grouped = b.stream("in").select_key(lambda k, v: v).group_by_key(name="g")
+    grouped.count().to_stream().to("o1")
+    b.stream("other").to("o3")
+    grouped.reduce(lambda x, y: x + y).to_stream().to("o2")
+
+
+REUSE_INTERLEAVED = """\
+Topologies:
+   Sub-topology: 0
+    Source: KSTREAM-SOURCE-0000000000 (topics: [in])
+      --> KSTREAM-KEY-SELECT-0000000001
+    Processor: KSTREAM-KEY-SELECT-0000000001 (stores: [])
+      --> g-repartition-filter
+      <-- KSTREAM-SOURCE-0000000000
+    Processor: g-repartition-filter (stores: [])
+      --> g-repartition-sink
+      <-- KSTREAM-KEY-SELECT-0000000001
+    Sink: g-repartition-sink (topic: g-repartition)
+      <-- g-repartition-filter
+
+  Sub-topology: 1
+    Source: KSTREAM-SOURCE-0000000009 (topics: [other])
+      --> KSTREAM-SINK-0000000010
+    Sink: KSTREAM-SINK-0000000010 (topic: o3)
+      <-- KSTREAM-SOURCE-0000000009
+
+  Sub-topology: 2
+    Source: g-repartition-source (topics: [g-repartition])
+      --> KSTREAM-AGGREGATE-0000000003, KSTREAM-REDUCE-0000000012
+    Processor: KSTREAM-AGGREGATE-0000000003 (stores: [KSTREAM-AGGREGATE-STATE-STORE-0000000002])
+      --> KTABLE-TOSTREAM-0000000007
+      <-- g-repartition-source
+    Processor: KSTREAM-REDUCE-0000000012 (stores: [KSTREAM-REDUCE-STATE-STORE-0000000011])
+      --> KTABLE-TOSTREAM-0000000016
+      <-- g-repartition-source
+    Processor: KTABLE-TOSTREAM-0000000007 (stores: [])
+      --> KSTREAM-SINK-0000000008
+      <-- KSTREAM-AGGREGATE-0000000003
+    Processor: KTABLE-TOSTREAM-0000000016 (stores: [])
+      --> KSTREAM-SINK-0000000017
+      <-- KSTREAM-REDUCE-0000000012
+    Sink: KSTREAM-SINK-0000000008 (topic: o1)
+      <-- KTABLE-TOSTREAM-0000000007
+    Sink: KSTREAM-SINK-0000000017 (topic: o2)
+      <-- KTABLE-TOSTREAM-0000000016
+
+"""
+
+
 CASES = {
     "table-tostream": (_table_tostream, TABLE_TOSTREAM),
     "global-leftjoin-two": (_global_leftjoin_two, GLOBAL_LEFTJOIN_TWO),
@@ -561,6 +613,7 @@ CASES = {
     "named-grouping-reuse": (_named_grouping_reuse, NAMED_GROUPING_REUSE),
     "ss-join-named-rekey": (_ss_join_named_rekey, SS_JOIN_NAMED_REKEY),
     "table-ops-join": (_table_ops_join, TABLE_OPS_JOIN),
+    "reuse-interleaved": (_reuse_interleaved, REUSE_INTERLEAVED),
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from streamtable.errors import TopologyError
@@ -41,6 +42,17 @@ class GraphBuilder:
     def nodes(self) -> tuple[Node, ...]:
         """The nodes so far, in creation order."""
         return tuple(self._nodes)
+
+    def readd(self, name: str) -> None:
+        """Note that Kafka Streams adds the existing node ``name`` to its graph again now (a
+        named grouping's repartition, reused by another aggregation), which moves it to the
+        end of Kafka Streams' writing order (``kafka_names["written_after"]``: the node
+        created last so far); ``describe()`` follows that order.
+        """
+        i = next(i for i, n in enumerate(self._nodes) if n.name == name)
+        node = self._nodes[i]
+        kafka_names = {**node.kafka_names, "written_after": self._nodes[-1].name}
+        self._nodes[i] = dataclasses.replace(node, kafka_names=kafka_names)
 
     def stream_repartition(self, prefix: str, *, reuse: bool = False) -> tuple[str, dict[str, str]]:
         """Topic and processor names of a stream repartition, as Kafka Streams gives them.

@@ -256,6 +256,7 @@ class _Aggregations:
             self._repartition_name or store, reuse=bool(reuse)
         )
         if reuse:
+            graph.readd(shared[0])
             return shared[0]
         rep_name = graph.names.claim(topic)
         graph.add(

@@ -140,6 +140,8 @@ class KGroupedTable:
                     topic_name=topic,
                 )
             )
+        else:
+            self._graph.readd(self._repartition)
         self._graph.add(
             TableAggregateNode(
                 node_name,

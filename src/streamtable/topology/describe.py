@@ -23,6 +23,7 @@ store only where Kafka Streams materializes it), then describes them as
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -31,6 +32,7 @@ from streamtable.topology.nodes import (
     GraphSnapshot,
     JoinKind,
     JoinNode,
+    Node,
     RepartitionNode,
     SinkNode,
     SourceNode,
@@ -164,15 +166,55 @@ def _result_store(node: JoinNode) -> str:
     return node.kafka_names.get("result_store", f"{node.name}-result-store")
 
 
+def _write_order(graph: GraphSnapshot) -> list[Node]:
+    """The order in which ``InternalStreamsBuilder.buildAndOptimizeTopology`` writes the graph.
+
+    Graph nodes are taken by build priority, their creation order, each once all its graph
+    parents are written (a stream-table join's only graph parent is its stream). A node added to
+    Kafka Streams' graph again later (a named grouping's repartition, reused by another
+    aggregation) takes that later priority, which also delays the nodes below it.
+    """
+    index = {n.name: float(i) for i, n in enumerate(graph.nodes)}
+    for n in graph.nodes:
+        after = n.kafka_names.get("written_after")
+        if after in index:
+            index[n.name] = index[after] + 0.5
+    parents = {n.name: _graph_parents(n) for n in graph.nodes}
+    children: dict[str, list[str]] = {}
+    for n in graph.nodes:
+        for p in parents[n.name]:
+            children.setdefault(p, []).append(n.name)
+    queue = [(index[n.name], n.name) for n in graph.nodes if not parents[n.name]]
+    heapq.heapify(queue)
+    written: dict[str, Node] = {}
+    while queue:
+        _, name = heapq.heappop(queue)
+        if name in written or any(p not in written for p in parents[name]):
+            continue
+        written[name] = graph.by_name[name]
+        for child in children.get(name, ()):
+            heapq.heappush(queue, (index[child], child))
+    return list(written.values())
+
+
+def _graph_parents(node: Node) -> tuple[str, ...]:
+    if isinstance(node, JoinNode) and node.kind in (
+        JoinKind.STREAM_TABLE,
+        JoinKind.STREAM_GLOBAL_TABLE,
+    ):
+        return node.parents[:1]
+    return node.parents
+
+
 def _write(graph: GraphSnapshot) -> _Writer:
-    """The processors Kafka Streams writes for ``graph``, in its order (graph nodes are written
-    in creation order, each as ``writeToTopology`` of its Kafka Streams graph node(s)).
+    """The processors Kafka Streams writes for ``graph``, in its order (:func:`_write_order`),
+    each graph node as its Kafka Streams counterpart's ``writeToTopology`` writes it.
     """
     tables = _Tables(graph)
     w = _Writer()
     out: dict[str, str] = {}  # core node -> the processor its records come out of
-    for node in graph.nodes:
-        ins = [out[p] for p in node.parents]
+    for node in _write_order(graph):
+        ins = [out.get(p, p) for p in node.parents]
         k = node.kafka_names
         if isinstance(node, SourceNode):
             w.source(node.name, node.topics)
