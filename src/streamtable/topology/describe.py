@@ -134,13 +134,14 @@ class _Tables:
     def getter_stores(self, name: str) -> list[str]:
         """The stores read by a lookup in table ``name`` (materializing its source)."""
         node = self._graph.by_name[name]
+        while isinstance(node, TableOpNode):  # unmaterialized: its parent's getter
+            node = self._graph.by_name[node.parents[0]]
+        name = node.name
         if isinstance(node, TableSourceNode):
             self.materialized.add(name)
             return [node.store_name]
         if isinstance(node, AggregateNode | TableAggregateNode):
             return [node.store_name]
-        if isinstance(node, TableOpNode):
-            return self.getter_stores(node.parents[0])
         if isinstance(node, SuppressNode):
             return [*self.getter_stores(node.parents[0]), node.store_name]
         if isinstance(node, JoinNode) and node.kind is JoinKind.TABLE_TABLE:
@@ -153,10 +154,10 @@ class _Tables:
 
     def _send_old_values(self, name: str) -> None:
         node = self._graph.by_name[name]
+        while isinstance(node, TableOpNode | SuppressNode):  # they ask their parent
+            node = self._graph.by_name[node.parents[0]]
         if isinstance(node, TableSourceNode | JoinNode):
-            self.getter_stores(name)
-        elif isinstance(node, TableOpNode | SuppressNode):
-            self._send_old_values(node.parents[0])
+            self.getter_stores(node.name)
 
 
 _TABLE_JOINS = (JoinKind.TABLE_TABLE, JoinKind.TABLE_TABLE_FK)
@@ -400,9 +401,12 @@ def _describe_subtopology(id_: int, members: list[_Processor]) -> SubtopologyDes
     succs = {n: _JavaTreeSet(size) for n in names}
 
     def update_size(name: str, delta: int) -> None:
-        size[name] += delta
-        for pred in preds[name]:
-            update_size(pred, delta)
+        # InternalTopologyBuilder.updateSize, without recursion: every path upwards
+        todo = [name]
+        while todo:
+            n = todo.pop()
+            size[n] += delta
+            todo.extend(preds[n])
 
     for name in names:
         for pred in by_name[name].predecessors:
