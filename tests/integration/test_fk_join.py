@@ -115,9 +115,10 @@ def test_extractor_error_names_operator_and_record(kafka_broker, spark, topic_na
     produce_records(bs, ot, [order("o1", "c1", "book", 5), order("o2", None, "pen", 6)])
     app = KafkaStreams(enrich(ot, ct, out, "join", lambda o: o["customer"]), app_config())
     app.start()
+    # the join named "enrich" is Kafka Streams' processor "enrich-result" (as describe() shows)
     with pytest.raises(
         StreamsError,
-        match=rf"KeyError: 'customer' in operator 'enrich' \(foreign_key_extractor\) on the "
+        match=rf"KeyError: 'customer' in operator 'enrich-result' \(foreign_key_extractor\) on the "
         rf"record at topic '{ot}' partition 0 offset 1",
     ):
         app.await_caught_up(timeout=timedelta(minutes=2))
