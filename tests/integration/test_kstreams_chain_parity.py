@@ -16,19 +16,16 @@ Inputs have out-of-order timestamps, tombstones and null keys.
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 import dataclasses
 import random
 import struct
 import uuid
-from datetime import timedelta
 
 import pytest
 
+from _parity import run_side_by_side
 from _support import ensure_topics, produce_records, read_topic
-from streamtable import KafkaStreams
 from streamtable.reference import twins
-from streamtable.reference.kafka_streams import run_reference
 
 PARTITIONS = 2
 SEED = 20131124
@@ -199,47 +196,17 @@ def _cases(bs, suffix):
 
 @pytest.fixture(scope="module")
 def outputs(kafka_broker, spark, tmp_path_factory):
-    """``{case id: (Kafka Streams' final table, streamtable's final table)}``."""
+    """``{case id: (Kafka Streams' final table, streamtable's final table)}`` (record multisets
+    for stream outputs).
+    """
     bs = kafka_broker.bootstrap_servers
     suffix = uuid.uuid4().hex[:6]
-    tmp = tmp_path_factory.mktemp("chain-parity")
     cases = _cases(bs, suffix)
-    out_topics = {cid: (f"chain-{cid}-ks-{suffix}", f"chain-{cid}-st-{suffix}") for cid in cases}
-    ensure_topics(bs, {topic: PARTITIONS for pair in out_topics.values() for topic in pair})
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        java = {
-            cid: pool.submit(
-                run_reference,
-                case.reference,
-                bootstrap_servers=bs,
-                application_id=f"chain-{cid}-{suffix}",
-                params={**case.params, "output": out_topics[cid][0]},
-                input_topics=case.inputs,
-                state_dir=str(tmp / f"ks-{cid}"),
-                config=case.ks_config or None,
-            )
-            for cid, case in cases.items()
-        }
-        for cid, case in cases.items():  # one streamtable app at a time, beside the JVMs
-            app = KafkaStreams(
-                case.twin(out_topics[cid][1]),
-                {
-                    "application.id": f"chain-{cid}-st-{suffix}",
-                    "bootstrap.servers": bs,
-                    "state.dir": str(tmp / f"st-{cid}"),
-                    "streamtable.shuffle.partitions": PARTITIONS,
-                    "commit.interval.ms": 200,
-                },
-            )
-            app.start()
-            try:
-                app.await_caught_up(timeout=timedelta(minutes=3))
-            finally:
-                app.close()
-        for future in java.values():
-            future.result()
+    ran = run_side_by_side(
+        bs, cases, "chain", suffix, tmp_path_factory.mktemp("chain-parity"), PARTITIONS
+    )
     out = {}
-    for cid, (ks, st) in out_topics.items():
+    for cid, (ks, st, _) in ran.items():
         digest = record_multiset if cases[cid].stream else final_table
         out[cid] = (digest(read_topic(bs, ks)), digest(read_topic(bs, st)))
     return out

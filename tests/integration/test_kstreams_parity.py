@@ -22,19 +22,16 @@ session), waits until all have caught up, and reads the outputs that the tests t
 from __future__ import annotations
 
 import collections
-import concurrent.futures
 import dataclasses
 import random
 import struct
 import uuid
-from datetime import timedelta
 
 import pytest
 
+from _parity import run_side_by_side
 from _support import ensure_topics, produce_records, read_topic
-from streamtable import KafkaStreams
 from streamtable.reference import twins
-from streamtable.reference.kafka_streams import run_reference
 
 PARTITIONS = 2
 SEED = 20130101
@@ -195,47 +192,13 @@ def outputs(kafka_broker, spark, tmp_path_factory):
     """``{case id: (Kafka Streams' output records, streamtable's output records)}``."""
     bs = kafka_broker.bootstrap_servers
     suffix = uuid.uuid4().hex[:6]
-    tmp = tmp_path_factory.mktemp("parity")
     cases = _cases(bs, suffix)
-    out_topics = {cid: (f"parity-{cid}-ks-{suffix}", f"parity-{cid}-st-{suffix}") for cid in cases}
-    ensure_topics(bs, {topic: PARTITIONS for pair in out_topics.values() for topic in pair})
-
-    with concurrent.futures.ThreadPoolExecutor(2) as pool:
-        java = {
-            cid: pool.submit(
-                run_reference,
-                case.reference,
-                bootstrap_servers=bs,
-                application_id=f"parity-{cid}-{suffix}",
-                params={**case.params, "output": out_topics[cid][0]},
-                input_topics=case.inputs,
-                state_dir=str(tmp / f"ks-{cid}"),
-                config=case.ks_config or None,
-            )
-            for cid, case in cases.items()
-        }
-        # one streamtable app at a time (with the JVMs alongside, more would starve the box)
-        for cid, case in cases.items():
-            config = {
-                "application.id": f"parity-{cid}-st-{suffix}",
-                "bootstrap.servers": bs,
-                "state.dir": str(tmp / f"st-{cid}"),
-                "streamtable.shuffle.partitions": PARTITIONS,
-                "commit.interval.ms": 200,
-            }
-            app = KafkaStreams(case.twin(out_topics[cid][1]), config)
-            app.start()
-            try:
-                app.await_caught_up(timeout=timedelta(minutes=3))
-            finally:
-                app.close()
-        for cid, case in cases.items():
-            records_in = java[cid].result()["records_in"]
-            assert records_in == case.records_in, f"{cid}: the Java app saw other input"
-    return {
-        cid: (read_topic(bs, ks_topic), read_topic(bs, st_topic))
-        for cid, (ks_topic, st_topic) in out_topics.items()
-    }
+    ran = run_side_by_side(
+        bs, cases, "parity", suffix, tmp_path_factory.mktemp("parity"), PARTITIONS
+    )
+    for cid, (_, _, java) in ran.items():
+        assert java["records_in"] == cases[cid].records_in, f"{cid}: the Java app saw other input"
+    return {cid: (read_topic(bs, ks), read_topic(bs, st)) for cid, (ks, st, _) in ran.items()}
 
 
 # --------------------------------------------------------------------------- the comparisons
