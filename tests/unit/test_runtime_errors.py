@@ -101,3 +101,63 @@ def test_producer_fatal_errors_re_run_the_batch_fenced_or_not():
     assert "producer in a fatal state" in str(bare) and is_transient(bare)
     assert "'q.sink'" in str(bare)
     assert not is_transient(other)
+
+
+def test_a_commit_stuck_past_its_timeout_re_runs_the_batch_with_a_new_producer(monkeypatch):
+    """librdkafka's send_offsets_to_transaction can block for ever after the group
+    coordinator's broker died (librdkafka #5456/#5511): the task gives the producer up and
+    fails with a transient error, so the query re-runs the batch (a new producer for the same
+    transactional id fences the stuck one; nothing of its transaction is visible)."""
+    import dataclasses
+    import threading
+
+    from streamtable.config import StreamsConfig
+    from streamtable.errors import StreamsError
+    from streamtable.runtime import task_output
+    from streamtable.runtime.kafka_streams import is_transient
+
+    spec = task_output.output_spec(
+        StreamsConfig.from_mapping(
+            {
+                "application.id": "a",
+                "bootstrap.servers": "x:1",
+                "processing.guarantee": "exactly_once_v2",
+            }
+        ),
+        "q.sink",
+    )
+    spec = dataclasses.replace(spec, timeout_ms=10)
+    monkeypatch.setattr(task_output, "_STUCK_MARGIN_S", 0.2)
+    release = threading.Event()
+    calls: list[str] = []
+
+    class StuckProducer:
+        def flush(self, timeout):
+            return 0
+
+        def send_offsets_to_transaction(self, offsets, group, timeout):
+            calls.append("send_offsets")
+            release.wait(30)  # blocks past its timeout, as librdkafka does
+
+        def commit_transaction(self, timeout):
+            calls.append("commit")
+
+        def abort_transaction(self, timeout):
+            calls.append("abort")
+
+    class MarkerConsumer:
+        def consumer_group_metadata(self):
+            return object()
+
+    out = task_output.TaskOutput(spec, task_output.TaskCoordinates(3, 7, "query-1"))
+    out._open, out._tid = True, "a-q.sink-3"
+    out._producer, out._consumer = StuckProducer(), MarkerConsumer()
+    try:
+        with pytest.raises(StreamsError) as stuck:
+            out.close()
+        assert calls == ["send_offsets"]  # neither committed nor aborted from a second thread
+    finally:
+        release.set()
+    assert "task 3 batch 7 timed out (_TIMED_OUT)" in str(stuck.value)
+    assert is_transient(stuck.value)
+    assert "a-q.sink-3" not in task_output._txn_producers  # never used again

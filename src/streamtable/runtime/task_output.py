@@ -31,8 +31,9 @@ records again.
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -321,6 +322,48 @@ def _with_retries(what: str, timeout_s: float, call: Any) -> Any:
                 raise StreamsError(f"{what} failed: {e}") from e
             time.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+
+#: How long past its own timeout a transactional call may block before it is given up
+_STUCK_MARGIN_S = 5.0
+
+
+class _Stuck(Exception):
+    """A client call that did not return within its deadline."""
+
+
+def _within(call: Callable[[], None], deadline_s: float) -> None:
+    """Run ``call`` and wait for it at most ``deadline_s`` seconds.
+
+    librdkafka's ``send_offsets_to_transaction`` can block for ever, past its own timeout,
+    when the group coordinator's broker died and left the cluster (librdkafka issues #5456
+    and #5511, open in 2.16): the call runs in a daemon thread, and :class:`_Stuck` is raised
+    when it has not returned by the deadline (the thread is left blocked). Errors of ``call``
+    are raised as they are.
+
+    >>> _within(lambda: None, 1.0)
+    >>> import threading
+    >>> _within(threading.Event().wait, 0.05)
+    Traceback (most recent call last):
+    ...
+    streamtable.runtime.task_output._Stuck: no answer within 0.05 s (librdkafka #5456/#5511)
+    """
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            call()
+            outcome.append(None)
+        except BaseException as e:  # handed to the caller's thread
+            outcome.append(e)
+
+    worker = threading.Thread(target=run, name="streamtable-txn-commit", daemon=True)
+    worker.start()
+    worker.join(deadline_s)
+    if not outcome:
+        raise _Stuck(f"no answer within {deadline_s:g} s (librdkafka #5456/#5511)")
+    if outcome[0] is not None:
+        raise outcome[0]
 
 
 #: Said by :func:`_fatal` of a producer that failed fatally without naming why; the runtime
@@ -673,11 +716,24 @@ class TaskOutput:
         marker = TopicPartition(
             marker_topic(self.spec.application_id), 0, coords.batch_id + 1, coords.query_id
         )
+        producer, group = self._producer, self._consumer.consumer_group_metadata()
+
+        def commit() -> None:
+            producer.send_offsets_to_transaction([marker], group, timeout_s)
+            producer.commit_transaction(timeout_s)
+
         try:
-            self._producer.send_offsets_to_transaction(
-                [marker], self._consumer.consumer_group_metadata(), timeout_s
-            )
-            self._producer.commit_transaction(timeout_s)
+            _within(commit, 2 * timeout_s + _STUCK_MARGIN_S)
+        except _Stuck as e:
+            # the call still blocks a thread: the producer is left to it, never used again;
+            # the batch's re-run initializes a new one, which aborts this transaction
+            self._producer = None
+            log.warning("[%s] producer %s abandoned: %s", self.spec.application_id, self._tid, e)
+            raise StreamsError(
+                f"Committing the transaction of output stage {self.spec.stage!r} task "
+                f"{coords.name} batch {coords.batch_id} timed out (_TIMED_OUT): {e}. Nothing "
+                "of it is visible to read_committed consumers; the batch is retried."
+            ) from e
         except Exception as e:
             raise StreamsError(
                 f"Committing the transaction of output stage {self.spec.stage!r} task "
