@@ -17,6 +17,7 @@ from streamtable.dsl.timestamps import (
     TimestampExtractor,
     WallclockTimestamp,
 )
+from streamtable.dsl.user_windows import TimeWindow, Windows
 from streamtable.dsl.windows import JoinWindows, SessionWindows, SlidingWindows, TimeWindows
 from streamtable.errors import StreamtableError
 from streamtable.serde import Serde, Serdes, Windowed
@@ -48,6 +49,8 @@ __all__ = [
     "TimeWindows",
     "SlidingWindows",
     "SessionWindows",
+    "Windows",
+    "TimeWindow",
     "Suppressed",
     "BufferConfig",
     "TimestampExtractor",

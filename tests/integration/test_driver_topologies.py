@@ -4,13 +4,29 @@ from datetime import timedelta
 
 import pytest
 
-from streamtable import Serdes, StreamsBuilder, Suppressed, TimeWindows
+from streamtable import Serdes, StreamsBuilder, Suppressed, TimeWindow, TimeWindows, Windows
 from streamtable.errors import StreamsError
 from streamtable.serde import Windowed
 from streamtable.testing import TestRecord, assert_stream_equal, assert_table_equal
 
 S, L = Serdes.string(), Serdes.long()
 SIZE = 10_000
+HOUR, DAY = 3_600_000, 86_400_000
+NOV_24 = 1_795_478_400_000  # 2026-11-24T00:00Z
+
+
+class DailyFrom18Utc(Windows):
+    """Kafka's custom-window example: days that start at 18:00 UTC, one hour of grace."""
+
+    def windows_for(self, timestamp):
+        start = (timestamp - 18 * HOUR) // DAY * DAY + 18 * HOUR
+        return {start: TimeWindow(start, start + DAY)}
+
+    def size(self):
+        return timedelta(days=1)
+
+    def grace_period(self):
+        return timedelta(hours=1)
 
 
 def test_windowed_count_emits_final_results_and_captures_late_records(topology_driver):
@@ -40,6 +56,38 @@ def test_windowed_count_emits_final_results_and_captures_late_records(topology_d
     inp.pipe_input("b", "too late", timestamp=5_000)
     assert final.is_empty()
     assert_stream_equal(late, [TestRecord("b", "too late", 5_000)])
+
+
+def test_user_defined_daily_windows_with_grace_suppression_and_late_records(topology_driver):
+    """A Windows subclass runs where the aggregation runs (Spark's Python workers): each day
+    from 18:00 UTC is emitted once when stream time passes 19:00 the next day."""
+    b = StreamsBuilder()
+    (
+        b.stream("trades", key_serde=S, value_serde=S)
+        .group_by_key()
+        .windowed_by(DailyFrom18Utc(), late_records_topic="trades-late")
+        .count(name="trades-per-day", retention=timedelta(days=2))
+        .suppress(Suppressed.until_window_closes())
+        .to_stream()
+        .to("trades-daily", key_serde=Serdes.time_windowed(S, DAY), value_serde=L)
+    )
+    driver = topology_driver(b.build())
+    inp = driver.create_input_topic("trades", S, S)
+    daily = driver.create_output_topic("trades-daily", Serdes.time_windowed(S, DAY), L)
+    late = driver.create_output_topic("trades-late", S, S)
+    day = NOV_24 - 6 * HOUR  # 2026-11-23T18:00Z
+
+    inp.pipe_input("p1", "t1", timestamp=NOV_24 + 9 * HOUR)
+    inp.pipe_input("p2", "t2", timestamp=NOV_24 + 17 * HOUR)
+    inp.pipe_input("p1", "t3", timestamp=NOV_24 + 18 * HOUR)  # the next day
+    inp.pipe_input("p1", "t4", timestamp=NOV_24 + 17 * HOUR + 30 * 60_000)  # within grace
+    assert daily.is_empty()
+    inp.pipe_input("p2", "t5", timestamp=NOV_24 + 19 * HOUR)  # the first day closes
+    finals = sorted(daily.read_key_values_to_list(), key=lambda kv: kv[0].key)
+    assert finals == [(Windowed("p1", day, day + DAY), 2), (Windowed("p2", day, day + DAY), 1)]
+    inp.pipe_input("p2", "too late", timestamp=NOV_24 + 12 * HOUR)
+    assert daily.is_empty()
+    assert_stream_equal(late, [TestRecord("p2", "too late", NOV_24 + 12 * HOUR)])
 
 
 def test_stream_table_join_looks_up_the_table_as_of_each_record(topology_driver):

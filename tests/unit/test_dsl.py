@@ -286,7 +286,8 @@ def test_windowed_aggregation_arguments_are_checked_at_definition():
     with pytest.raises(TopologyError, match="retention applies to windowed aggregations only"):
         _counts().count(retention=timedelta(hours=1))
     with pytest.raises(
-        TopologyError, match="expects TimeWindows, SlidingWindows or SessionWindows"
+        TopologyError,
+        match="expects TimeWindows, SlidingWindows, SessionWindows or a Windows subclass",
     ):
         _counts().windowed_by(JoinWindows.of_time_difference_with_no_grace(10))
     with pytest.raises(TopologyError, match="late_records_topic"):

@@ -230,6 +230,7 @@ CHECKED = (
     "KGroupedTable",
     "Topology",
     "TimeWindows",
+    "Windows",
     "SlidingWindows",
     "SessionWindows",
     "JoinWindows",

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from streamtable.dsl._callables import check_callable
 from streamtable.dsl.ktable import KTable
+from streamtable.dsl.user_windows import Windows
 from streamtable.dsl.windows import SessionWindows, SlidingWindows, TimeWindows, to_millis
 from streamtable.errors import TopologyError
 from streamtable.topology.nodes import (
@@ -294,7 +295,7 @@ class KGroupedStream(_Aggregations):
 
     def windowed_by(
         self,
-        windows: TimeWindows | SlidingWindows | SessionWindows,
+        windows: TimeWindows | SlidingWindows | SessionWindows | Windows,
         *,
         late_records_topic: str | None = None,
     ) -> TimeWindowedKStream:
@@ -306,8 +307,10 @@ class KGroupedStream(_Aggregations):
 
         Parameters
         ----------
-        windows : TimeWindows, SlidingWindows or SessionWindows
-            The windows; their grace says how long a window accepts late records.
+        windows : TimeWindows, SlidingWindows, SessionWindows or Windows
+            The windows; their grace says how long a window accepts late records. A
+            :class:`~streamtable.Windows` subclass defines its own time windows (Kafka
+            Streams' custom ``Windows``).
         late_records_topic : str, optional
             An existing topic that receives every record dropped because its window had
             closed: the record's key and value (the grouping's serdes) and timestamp, with
@@ -331,10 +334,10 @@ class KGroupedStream(_Aggregations):
         >>> b.stream("clicks").group_by_key().windowed_by(hopping).count().windows
         TimeWindowSpec(size_ms=300000, advance_ms=60000, grace_ms=0)
         """
-        if not isinstance(windows, TimeWindows | SlidingWindows | SessionWindows):
+        if not isinstance(windows, TimeWindows | SlidingWindows | SessionWindows | Windows):
             raise TopologyError(
-                "KGroupedStream.windowed_by expects TimeWindows, SlidingWindows or "
-                f"SessionWindows; got {type(windows).__name__}."
+                "KGroupedStream.windowed_by expects TimeWindows, SlidingWindows, "
+                f"SessionWindows or a Windows subclass; got {type(windows).__name__}."
             )
         if late_records_topic is not None:
             from streamtable.dsl.kstream import _check_topic

@@ -154,6 +154,68 @@ class TimeWindowSpec:
             start += self.advance_ms
         return starts
 
+    def bounds_for(self, timestamp: int) -> list[tuple[int, int]]:
+        """``(start, end)`` (ms, end exclusive) of every window containing ``timestamp``.
+
+        >>> TimeWindowSpec(size_ms=10, advance_ms=5, grace_ms=0).bounds_for(12)
+        [(5, 15), (10, 20)]
+        """
+        return [(s, s + self.size_ms) for s in self.windows_for(timestamp)]
+
+
+@dataclass(frozen=True)
+class CustomWindowSpec:
+    """User-defined time windows: a :class:`streamtable.Windows` subclass (Kafka Streams'
+    ``Windows<TimeWindow>`` subclasses), aggregated like the built-in time windows.
+
+    ``name`` is the subclass's qualified name, ``size_ms`` its ``size()`` and ``grace_ms`` its
+    ``grace_period()`` (ms); ``windows`` is the object itself, asked for the windows of each
+    record (``windows_for``) where the aggregation runs.
+    """
+
+    name: str
+    size_ms: int
+    grace_ms: int
+    windows: Any = field(compare=False, repr=False)
+
+    def bounds_for(self, timestamp: int) -> list[tuple[int, int]]:
+        """``(start, end)`` of the windows ``windows.windows_for(timestamp)`` returns, by start.
+
+        Raises
+        ------
+        TypeError
+            If ``windows_for`` does not return a mapping of int starts to windows whose
+            ``start`` equals the key and whose ``end`` is after it (Kafka's ``TimeWindow``).
+        """
+        found = self.windows.windows_for(timestamp)
+        if not isinstance(found, Mapping):
+            raise TypeError(
+                f"{self.name}.windows_for({timestamp}) must return a dict "
+                f"{{start ms: TimeWindow}}; got {type(found).__name__}"
+            )
+        bounds = []
+        for start, window in found.items():
+            end = getattr(window, "end", None)
+            if (
+                isinstance(start, bool)
+                or not isinstance(start, int)
+                or getattr(window, "start", None) != start
+                or isinstance(end, bool)
+                or not isinstance(end, int)
+                or end <= start
+            ):
+                raise TypeError(
+                    f"{self.name}.windows_for({timestamp}) returned {start!r}: {window!r}; "
+                    "each entry must be start ms -> TimeWindow(start, end) with end > start"
+                )
+            bounds.append((start, end))
+        bounds.sort()
+        return bounds
+
+    def fingerprint(self) -> dict[str, object]:
+        """What a checkpoint of this window's aggregation depends on."""
+        return {"name": self.name, "size_ms": self.size_ms, "grace_ms": self.grace_ms}
+
 
 @dataclass(frozen=True)
 class SlidingWindowSpec:
@@ -181,7 +243,7 @@ class SessionWindowSpec:
 
 
 #: Any window specification of a windowed aggregation.
-WindowSpec = TimeWindowSpec | SlidingWindowSpec | SessionWindowSpec
+WindowSpec = TimeWindowSpec | CustomWindowSpec | SlidingWindowSpec | SessionWindowSpec
 
 
 def default_retention_ms(windows: WindowSpec) -> int:

@@ -9,6 +9,7 @@ from dataclasses import asdict
 from streamtable.topology.describe import TopologyDescription, describe
 from streamtable.topology.nodes import (
     AggregateNode,
+    CustomWindowSpec,
     GraphSnapshot,
     JoinNode,
     Node,
@@ -82,7 +83,7 @@ class Topology:
                     {
                         "store": n.store_name,
                         "kind": n.aggregation.native or "python" if n.aggregation else None,
-                        "windows": None if w is None else {type(w).__name__: asdict(w)},
+                        "windows": None if w is None else {type(w).__name__: _window_fields(w)},
                     }
                 )
             elif isinstance(n, SuppressNode):
@@ -106,3 +107,12 @@ class Topology:
 
     def __repr__(self) -> str:
         return f"Topology(sources={list(self.source_topics)}, sinks={list(self.sink_topics)})"
+
+
+def _window_fields(windows: object) -> dict[str, object]:
+    """A window specification's fields for the fingerprint (a user-defined ``Windows``
+    subclass by its name, size and grace).
+    """
+    if isinstance(windows, CustomWindowSpec):
+        return windows.fingerprint()
+    return asdict(windows)  # type: ignore[call-overload]

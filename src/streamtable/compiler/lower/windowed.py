@@ -33,6 +33,7 @@ from streamtable.compiler.paged.window_kernels import (
 from streamtable.errors import TopologyError
 from streamtable.topology.nodes import (
     AggregateNode,
+    CustomWindowSpec,
     SessionWindowSpec,
     SlidingWindowSpec,
     SuppressSpec,
@@ -71,7 +72,7 @@ def late_value_codec(ctx: CompileContext, node: AggregateNode) -> Codec:
 def window_kernel(spec: WindowAggregateSpec) -> WindowKernel:
     """The kernel of the window kind."""
     w = spec.windows
-    if isinstance(w, TimeWindowSpec):
+    if isinstance(w, TimeWindowSpec | CustomWindowSpec):
         return TimeWindowKernel(spec)
     if isinstance(w, SlidingWindowSpec):
         from streamtable.compiler.paged.sliding_kernels import SlidingWindowKernel

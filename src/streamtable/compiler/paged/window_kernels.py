@@ -32,7 +32,7 @@ from streamtable.compiler.paged.processor import LATE
 from streamtable.compiler.paged.records import Out, Rec
 from streamtable.compiler.paged.user_code import call_user
 from streamtable.errors import StreamsError
-from streamtable.topology.nodes import Aggregation, TimeWindowSpec, WindowSpec
+from streamtable.topology.nodes import Aggregation, CustomWindowSpec, TimeWindowSpec, WindowSpec
 
 _LONG = struct.Struct(">q")
 
@@ -248,7 +248,8 @@ class WindowKernel:
 
 @dataclass
 class TimeWindowKernel(WindowKernel):
-    """Tumbling and hopping windows ``[start, start + size)`` (``KStreamWindowAggregate``).
+    """Tumbling and hopping windows ``[start, start + size)``, and the windows of a
+    user-defined ``Windows`` subclass ``[start, end)`` (``KStreamWindowAggregate``).
 
     >>> from streamtable.compiler.codecs import PickleCodec, SerdeCodec
     >>> from streamtable.serde import Serdes
@@ -277,19 +278,29 @@ class TimeWindowKernel(WindowKernel):
     def expire_time(self, start: int, end: int) -> int:  # noqa: D102
         return start + self.spec.retention_ms
 
+    def bounds_for(
+        self, windows: TimeWindowSpec | CustomWindowSpec, rec: Rec
+    ) -> list[tuple[int, int]]:
+        """The windows ``rec`` falls in; a user-defined ``Windows.windows_for`` that raises or
+        returns something else than ``{start: TimeWindow}`` stops the application, naming the
+        operator and the record (Kafka Streams' ``LogAndFail``).
+        """
+        if isinstance(windows, TimeWindowSpec):
+            return windows.bounds_for(rec.ts)
+        return call_user(windows.bounds_for, (rec.ts,), self.spec.node_name, "windows_for", rec)
+
     def process(  # noqa: D102
         self, gk: bytes, records: list[Rec], entry: Any, meta: dict[str, Any]
     ) -> tuple[Any, list[Out]]:
         w = self.spec.windows
-        assert isinstance(w, TimeWindowSpec)
+        assert isinstance(w, TimeWindowSpec | CustomWindowSpec)
         key, values = self.decode(gk, records)
         windows: dict[tuple[int, int], list[Any]] = entry if entry is not None else {}
         changed: dict[tuple[int, int], Rec] = {}
         closed_before = meta.get("low")
         for rec, value in zip(records, values, strict=True):
             st = self.stream_time(rec, closed_before)
-            for start in w.windows_for(rec.ts):
-                end = start + w.size_ms
+            for start, end in self.bounds_for(w, rec):
                 if end + w.grace_ms <= st:
                     self.drop_late(rec, start, end)
                     continue
