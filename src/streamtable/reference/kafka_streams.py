@@ -39,7 +39,7 @@ from confluent_kafka.admin import AdminClient
 from streamtable.errors import EnvironmentSetupError
 from streamtable.runtime import jars
 
-__all__ = ["TOPOLOGIES", "classpath", "describe_reference", "run_reference"]
+__all__ = ["TOPOLOGIES", "classpath", "describe_reference", "drive_reference", "run_reference"]
 
 #: Topologies that ``ReferenceApp`` knows, with their ``params``.
 TOPOLOGIES: dict[str, tuple[str, ...]] = {
@@ -95,7 +95,7 @@ TOPOLOGIES: dict[str, tuple[str, ...]] = {
     "table-join-regroup": ("left", "right", "output"),
     "three-level": ("input", "output"),
     "flights-carrier-seats": ("flights", "planes", "output"),
-    "windowed-filter-join": ("input", "table", "output", "size_ms", "grace_ms"),
+    "windowed-filter-join": ("input", "table", "output", "size_ms", "grace_ms", "history_ms"),
 }
 
 _MAIN_CLASS = "io.streamtable.reference.ReferenceApp"
@@ -269,6 +269,84 @@ def describe_reference(topology: str, params: Mapping[str, str]) -> str:
             f"{proc.stdout}{proc.stderr}"
         )
     return proc.stdout
+
+
+def drive_reference(
+    topology: str,
+    params: Mapping[str, str],
+    records: Iterable[tuple[str, bytes | None, bytes | None, int]],
+    output: str,
+    *,
+    work_dir: pathlib.Path,
+) -> list[tuple[bytes | None, bytes | None, int]]:
+    """Pipe ``records`` one by one through reference ``topology`` in Kafka Streams' own
+    ``TopologyTestDriver`` and return what it wrote to topic ``output``.
+
+    Kafka's driver keeps repartition topics in memory and processes each record through every
+    sub-topology before the next. Kafka Streams' default record cache is on: the driver commits
+    after every record, so each record's updates are emitted once per key, as streamtable emits
+    one update per key and micro-batch.
+
+    Parameters
+    ----------
+    topology : str
+        One of :data:`TOPOLOGIES`.
+    params : Mapping[str, str]
+        Its parameters except ``output``.
+    records : iterable of (topic, key bytes or None, value bytes or None, timestamp ms)
+        The input, in piping order.
+    output : str
+        The output topic (the topology's ``output`` parameter).
+    work_dir : pathlib.Path
+        Where the input file is written.
+
+    Returns
+    -------
+    list of (key, value, timestamp ms)
+        The output topic's records in order (``None`` for a null key or a tombstone).
+
+    Raises
+    ------
+    ValueError
+        If ``topology`` or a key of ``params`` is unknown.
+    RuntimeError
+        If the Java process fails (the message holds its output).
+    """
+    import base64
+
+    _check_params(topology, {**params, "output": output})
+
+    def b64(b: bytes | None) -> str | None:
+        return None if b is None else base64.b64encode(b).decode()
+
+    source = work_dir / f"{topology}-driver-input.jsonl"
+    with source.open("w", encoding="utf-8") as f:
+        for topic, key, value, ts in records:
+            f.write(json.dumps({"topic": topic, "key": b64(key), "value": b64(value), "ts": ts}))
+            f.write("\n")
+    cmd = [
+        jars.java_executable(),
+        "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+        "-cp",
+        os.pathsep.join(map(str, classpath())),
+        "io.streamtable.reference.ReferenceDriver",
+        *("--topology", topology, "--input", str(source), "--output", output),
+    ]
+    for key, value in params.items():
+        cmd += ["--param", f"{key}={value}"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=_TOOL_TIMEOUT_S)
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"Kafka Streams' TopologyTestDriver on {topology!r} failed ({proc.returncode}):\n"
+            f"{proc.stdout}{proc.stderr}"
+        )
+    out = []
+    for line in proc.stdout.splitlines():
+        if line.strip():
+            r = json.loads(line)
+            unb64 = lambda v: None if v is None else base64.b64decode(v)  # noqa: E731
+            out.append((unb64(r["key"]), unb64(r["value"]), int(r["ts"])))
+    return out
 
 
 def _check_params(topology: str, params: Mapping[str, str]) -> None:

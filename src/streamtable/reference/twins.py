@@ -696,15 +696,19 @@ def windowed_filter_join(
     *,
     size_ms: int,
     grace_ms: int,
+    history_ms: int = STREAM_TABLE_HISTORY_MS,
 ) -> Topology:
     """Twin of ``windowed-filter-join``: final counts per user and tumbling window (store
     ``count-store``, suppressed until the window closes), those above 1 re-keyed by user (a
-    repartition) and joined with the users' regions; value ``"region:count@windowStart"``.
+    repartition) and joined with the users' regions (versioned table ``regions-store``: as of
+    the window's last record); value ``"region:count@windowStart"``.
     """
     from streamtable import BufferConfig, Suppressed
 
     b = StreamsBuilder()
-    regions = b.table(table, key_serde=_S, value_serde=_S)
+    regions = b.table(
+        table, key_serde=_S, value_serde=_S, name="regions-store", history_retention=history_ms
+    )
     (
         b.stream(input, key_serde=_S, value_serde=_S)
         .group_by_key()

@@ -518,10 +518,16 @@ public final class ReferenceApp {
     /**
      * Final counts per user and tumbling window (size_ms, grace_ms, suppressed until the window
      * closes), those above 1 re-keyed by user and joined with the users' regions: value
-     * "region:count@windowStart".
+     * "region:count@windowStart". The regions table is versioned (store "regions-store",
+     * history_ms), so a final count looks its user's region up as of the window's last record.
      */
     static void windowedFilterJoin(StreamsBuilder b, Map<String, String> p) {
-        KTable<String, String> regions = b.table(required(p, "table"), Consumed.with(STR, STR));
+        long historyMs = Long.parseLong(p.getOrDefault("history_ms", "86400000"));
+        KTable<String, String> regions =
+                b.table(
+                        required(p, "table"),
+                        Consumed.with(STR, STR),
+                        versioned("regions-store", Duration.ofMillis(historyMs)));
         KTable<Windowed<String>, Long> counts =
                 windowed(b.stream(required(p, "input"), Consumed.with(STR, STR)).groupByKey(), p)
                         .count(windowStore("count-store", p, Serdes.Long()));
