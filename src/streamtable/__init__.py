@@ -21,6 +21,13 @@ from streamtable.dsl.user_windows import TimeWindow, Windows
 from streamtable.dsl.windows import JoinWindows, SessionWindows, SlidingWindows, TimeWindows
 from streamtable.errors import StreamtableError
 from streamtable.serde import Serde, Serdes, Windowed
+from streamtable.state import (
+    Position,
+    PositionBound,
+    QueryableStoreTypes,
+    ReadOnlyKeyValueStore,
+    StoreQueryParameters,
+)
 from streamtable.topology.topology import Topology
 
 __version__ = "0.1.0"
@@ -65,5 +72,10 @@ __all__ = [
     "Serdes",
     "Windowed",
     "StreamtableError",
+    "StoreQueryParameters",
+    "QueryableStoreTypes",
+    "ReadOnlyKeyValueStore",
+    "Position",
+    "PositionBound",
     "__version__",
 ]

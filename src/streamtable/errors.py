@@ -86,3 +86,12 @@ class StateDirLockedError(IllegalStateError):
 
 
 __all__ += ["StateDirLockedError"]
+
+
+class InvalidStateStoreException(StreamtableError, RuntimeError):
+    """A store cannot be queried: the application is not running, or the store does not exist,
+    is not queryable or is of another type (Kafka Streams' ``InvalidStateStoreException``).
+    """
+
+
+__all__ += ["InvalidStateStoreException"]

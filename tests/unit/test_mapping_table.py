@@ -221,6 +221,7 @@ def _optional(module: str) -> object | None:
 #: Classes whose every public method must be cited (the rest may be cited but need not be).
 CHECKED = (
     "StreamsBuilder",
+    "ReadOnlyKeyValueStore",
     "KStream",
     "BranchedKStream",
     "KTable",

@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
     from pyspark.sql import DataFrame, SparkSession
 
+    from streamtable.compiler.changelog import ChangelogInfo
     from streamtable.config import StreamsConfig
     from streamtable.runtime.task_output import OutputSpec
     from streamtable.topology.nodes import GraphSnapshot, SourceNode
@@ -123,6 +124,10 @@ class CompileContext:
     #: internal repartition topics of the cut topology -> partitions (set by
     #: ``compile_topology``; the runtime creates them before starting the queries)
     internal_topics: dict[str, int] = field(default_factory=dict)
+    #: queryable stores' changelogs (:mod:`streamtable.compiler.changelog`), by store name
+    changelogs: dict[str, ChangelogInfo] = field(default_factory=dict)
+    #: queryable stores without a changelog -> why (no serde), for interactive queries' errors
+    unlogged: dict[str, str] = field(default_factory=dict)
     _counter: int = 0
 
     def output_spec(self, stage: str) -> OutputSpec:

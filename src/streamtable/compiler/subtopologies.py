@@ -43,7 +43,7 @@ from streamtable.topology.nodes import (
     TableSourceNode,
 )
 
-__all__ = ["Cut", "cut_topology", "repartition_partitions", "stateful_ancestor"]
+__all__ = ["Cut", "cut_topology", "read_topics", "repartition_partitions", "stateful_ancestor"]
 
 #: Node types whose output comes from Spark state (a later stateful operator cannot share
 #: their query in every case; see the module doc).
@@ -295,14 +295,14 @@ def repartition_partitions(
             n = cut.num_partitions
         else:
             n = max(
-                (known.get(t, 1) for t in _read_topics(graph, cut.upstream)),
+                (known.get(t, 1) for t in read_topics(graph, cut.upstream)),
                 default=1,
             )
         known[cut.topic] = out[cut.topic] = n
     return out
 
 
-def _read_topics(graph: GraphSnapshot, name: str) -> list[str]:
+def read_topics(graph: GraphSnapshot, name: str) -> list[str]:
     """The topics read by the sources above ``name``."""
     topics: list[str] = []
     seen: set[str] = set()

@@ -239,6 +239,8 @@ class _Aggregations:
                 op_label=label,
                 retention_ms=retention_ms,
                 late_records_topic=self._late_records_topic,
+                queryable=name is not None,
+                store_value_serde=_store_value_serde(label, self._value_serde),
             )
         )
         return KTable(graph, node_name, key_serde=self._key_serde, windows=self._windows)
@@ -369,3 +371,15 @@ class TimeWindowedKStream(_Aggregations):
         self._late_records_topic = late_records_topic
         if isinstance(windows, SessionWindowSpec):
             self._kind = "SessionWindowedKStream"
+
+
+def _store_value_serde(label: str, grouped_values: Serde | None) -> Serde | None:
+    """The value serde of an aggregation's store, as Kafka Streams' ``Materialized`` defaults
+    it: Long for ``count``, the grouped values' serde for ``reduce``, else ``None``
+    (``default.value.serde``).
+    """
+    if label == "COUNT":
+        from streamtable.serde import Serdes
+
+        return Serdes.long()
+    return grouped_values if label == "REDUCE" else None

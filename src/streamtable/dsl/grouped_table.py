@@ -62,7 +62,17 @@ class KGroupedTable:
         >>> users.group_by(lambda user, region: (region, user)).count(name="per-region")
         KTable(KTABLE-AGGREGATE-0000000006)
         """
-        return self._add("AGGREGATE", name, _zero, _plus_one, _minus_one, reduce=False)
+        from streamtable.serde import Serdes
+
+        return self._add(
+            "AGGREGATE",
+            name,
+            _zero,
+            _plus_one,
+            _minus_one,
+            reduce=False,
+            store_values=Serdes.long(),
+        )
 
     def reduce(
         self,
@@ -83,7 +93,9 @@ class KGroupedTable:
         """
         check_callable(adder, "KGroupedTable.reduce adder", "aggregate, value", 2)
         check_callable(subtractor, "KGroupedTable.reduce subtractor", "aggregate, value", 2)
-        return self._add("REDUCE", name, None, adder, subtractor, reduce=True)
+        return self._add(
+            "REDUCE", name, None, adder, subtractor, reduce=True, store_values=self._value_serde
+        )
 
     def aggregate(
         self,
@@ -117,6 +129,7 @@ class KGroupedTable:
         subtractor: Callable[..., Any],
         *,
         reduce: bool,
+        store_values: Serde | None = None,
     ) -> KTable:
         # Kafka Streams' order (KGroupedTableImpl): the store (KTABLE-AGGREGATE-STATE-STORE
         # for every aggregation), the repartition's sink and source, the aggregation
@@ -154,6 +167,8 @@ class KGroupedTable:
                 key_serde=self._key_serde,
                 value_serde=self._value_serde,
                 op_label=label,
+                queryable=name is not None,
+                store_value_serde=store_values,
             )
         )
         return KTable(self._graph, node_name, key_serde=self._key_serde)

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from streamtable.runtime.progress import _end_offsets
+from streamtable.runtime.progress import end_offsets
 
 __all__ = ["GroupOffsetCommitter", "processed_offsets"]
 
@@ -47,7 +47,7 @@ def processed_offsets(progresses: list[Any]) -> Offsets | None:
         return None
     out: Offsets = {}
     for progress in progresses:
-        for tp, off in _end_offsets(progress).items():
+        for tp, off in end_offsets(progress).items():
             out[tp] = min(off, out.get(tp, off))
     return out
 

@@ -20,11 +20,12 @@ from streamtable.errors import (
     StreamsError,
     StreamsTimeoutError,
 )
+from streamtable.runtime.changelog_topics import ensure_changelog_topics
 from streamtable.runtime.checkpoint import check_fingerprint
 from streamtable.runtime.group_offsets import GroupOffsetCommitter
 from streamtable.runtime.kafka_admin import KafkaAdmin
 from streamtable.runtime.kafka_sink import ForeachBatchSink
-from streamtable.runtime.progress import ProgressLedger, caught_up
+from streamtable.runtime.progress import ProgressLedger, caught_up, end_offsets
 from streamtable.runtime.repartition_topics import RepartitionPurger, ensure_repartition_topics
 from streamtable.runtime.starting_offsets import pending_batch_records
 from streamtable.runtime.state_lock import StateDirLock
@@ -148,6 +149,13 @@ class KafkaStreams:
     _group_offsets: GroupOffsetCommitter | None = None
     #: deletes committed records of the repartition topics between sub-topologies
     _purger: RepartitionPurger | None = None
+    #: the queryable stores' replica (interactive queries), when the topology has any
+    _replica: Any = None
+    #: queryable store -> its changelog; queryable stores without one -> why not
+    _changelogs: dict[str, Any] = {}
+    _unlogged: dict[str, str] = {}
+    #: query index -> the last batch id reported to the replica
+    _reported: dict[int, int] = {}
 
     # -- state ----------------------------------------------------------------------------
 
@@ -236,6 +244,8 @@ class KafkaStreams:
         plans = compile_topology(self.topology, ctx)
         self._metric_names = list(ctx.metric_names)
         ensure_repartition_topics(admin, ctx.internal_topics)
+        ensure_changelog_topics(admin, ctx.changelogs)
+        self._changelogs, self._unlogged = dict(ctx.changelogs), dict(ctx.unlogged)
         if cfg.processing_guarantee == "exactly_once_v2":
             prepare_exactly_once(
                 admin,
@@ -276,6 +286,14 @@ class KafkaStreams:
             for q in self._queries:
                 q.stop()
             raise
+        if self._changelogs:
+            from streamtable.state.replica import StoreReplica
+
+            self._replica = StoreReplica(
+                cfg.bootstrap_servers, self._changelogs, cfg.consumer_config
+            )
+            self._replica.start()
+        self._reported = {}
         self._transition(State.RUNNING)
         self._stop_monitor.clear()
         self._monitor = threading.Thread(
@@ -345,6 +363,8 @@ class KafkaStreams:
                 self._group_offsets.update(self._queries)
             if self._purger is not None:
                 self._purger.update(self._queries)
+            if self._replica is not None:
+                self._report_batches()
             for i, q in enumerate(list(self._queries)):
                 exc = q.exception()
                 if exc is None:
@@ -354,6 +374,15 @@ class KafkaStreams:
                 if not self._restart_if_transient(i, exc):
                     self._fail(exc)
                     return
+
+    def _report_batches(self) -> None:
+        """Tell the stores' replica about each micro-batch committed since the last call."""
+        for i, q in enumerate(list(self._queries)):
+            progress = q.lastProgress
+            if progress is None or progress["batchId"] <= self._reported.get(i, -1):
+                continue
+            self._reported[i] = progress["batchId"]
+            self._replica.batch_committed(self._plans[i].name, end_offsets(progress))
 
     def _restart_if_transient(self, index: int, exc: BaseException) -> bool:
         """Restart failed query ``index`` from its checkpoint after a transient Kafka error.
@@ -434,6 +463,8 @@ class KafkaStreams:
         if self._group_offsets is not None:
             self._group_offsets.update(self._queries)
             self._group_offsets.close()
+        if self._replica is not None:
+            self._replica.close()
         self._release_state_dir()
         self._transition(State.NOT_RUNNING)
         return ok
@@ -587,6 +618,65 @@ class KafkaStreams:
             "dropped-records": dropped,
             "replayed-records": self._replayed,
         }
+
+    def store(self, parameters: Any) -> Any:
+        """A read-only view of a queryable store (Kafka Streams' ``KafkaStreams.store``).
+
+        A store is queryable when the topology names it (``count(name=...)``,
+        ``reduce``/``aggregate(name=...)``, ``StreamsBuilder.table(name=...)``: Kafka Streams'
+        ``Materialized.as``). The view reads a replica that the application keeps from the
+        store's changelog topic; it reflects every committed micro-batch up to its
+        ``position()``.
+
+        Parameters
+        ----------
+        parameters : StoreQueryParameters
+            ``StoreQueryParameters.from_name_and_type(name, type)`` with type
+            ``QueryableStoreTypes.key_value_store()``.
+
+        Returns
+        -------
+        ReadOnlyKeyValueStore
+
+        Raises
+        ------
+        InvalidStateStoreException
+            If the application is not running, or the store does not exist, is not queryable
+            (unnamed, or without serdes) or is of another type; the message says which and
+            what to do.
+        """
+        from streamtable.errors import InvalidStateStoreException
+        from streamtable.state.queries import ReadOnlyKeyValueStore
+
+        name, kind = parameters.store_name, parameters.query_type.kind
+        if self._state is not State.RUNNING:
+            raise InvalidStateStoreException(
+                f"Cannot query store {name!r}: the application is {self._state.value}, not "
+                "RUNNING. Call start() first (Kafka Streams raises InvalidStateStoreException "
+                "too)."
+            )
+        info = self._changelogs.get(name)
+        if info is None:
+            if name in self._unlogged:
+                reason = self._unlogged[name]
+                raise InvalidStateStoreException(f"Store {name!r} is not queryable: {reason}.")
+            stores = sorted(self.topology.store_names)
+            queryable = sorted(self._changelogs)
+            if name in stores:
+                raise InvalidStateStoreException(
+                    f"Store {name!r} is not queryable: only stores the topology names are "
+                    f"(name= of count/reduce/aggregate or StreamsBuilder.table, Kafka Streams' "
+                    f"Materialized.as); the queryable stores are {queryable}."
+                )
+            raise InvalidStateStoreException(
+                f"The topology has no store {name!r}; its queryable stores are {queryable}."
+            )
+        if kind != info.kind:
+            raise InvalidStateStoreException(
+                f"Store {name!r} is a key-value store, not a {kind.replace('_', ' ')} store: "
+                "query it with QueryableStoreTypes.key_value_store()."
+            )
+        return ReadOnlyKeyValueStore(info, self._replica)
 
     @property
     def queries(self) -> list[Any]:

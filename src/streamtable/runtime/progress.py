@@ -9,7 +9,10 @@ from typing import Any
 from streamtable.compiler.metrics_names import METRIC_PREFIX
 
 
-def _end_offsets(progress: Any) -> dict[tuple[str, int], int]:
+def end_offsets(progress: Any) -> dict[tuple[str, int], int]:
+    """``(topic, partition) -> end offset`` of a ``StreamingQueryProgress``'s Kafka sources
+    (the next offset each partition will be read from).
+    """
     out: dict[tuple[str, int], int] = {}
     for source in progress.sources:
         end = source.endOffset
@@ -37,7 +40,7 @@ def caught_up(query: Any, targets: dict[tuple[str, int], int]) -> bool:
     progress = query.lastProgress
     if progress is None:
         return False
-    reached = _end_offsets(progress)
+    reached = end_offsets(progress)
     read_topics = {t for t, _ in reached}
     for (topic, part), target in targets.items():
         if topic not in read_topics:

@@ -295,6 +295,11 @@ class AggregateNode(Node):
     retention_ms: int | None = None
     #: where records dropped for a closed window are written (``None``: only counted)
     late_records_topic: str | None = None
+    #: the store was named by the user: Kafka Streams' queryable store (interactive queries)
+    queryable: bool = False
+    #: the store's value serde (``count``: Long; ``reduce``: the grouped values' serde;
+    #: ``None``: ``default.value.serde``), Kafka Streams' ``Materialized`` default
+    store_value_serde: Serde | None = None
 
     @property
     def stores(self) -> tuple[str, ...]:
@@ -367,6 +372,9 @@ class TableAggregateNode(Node):
     key_serde: Serde | None = None
     value_serde: Serde | None = None
     op_label: str = "AGGREGATE"
+    #: see :class:`AggregateNode`
+    queryable: bool = False
+    store_value_serde: Serde | None = None
 
     @property
     def stores(self) -> tuple[str, ...]:

@@ -12,6 +12,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from streamtable.compiler.aggregate_processor import OUTPUT_DDL, AggregateProcessor, AggregateSpec
+from streamtable.compiler.changelog import logged
 from streamtable.compiler.codecs import Codec, LongColumnCodec, PickleCodec
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.compiler.metrics import count_and_drop
@@ -54,7 +55,7 @@ def lower_aggregate(ctx: CompileContext, node: AggregateNode, parent: Frame) -> 
         ctx.register_store(
             node.store_name, "key_value", parent.key_codec, native_count_entries, state_var=None
         )
-        return Frame(out, parent.key_codec, LongColumnCodec(), stateful=True)
+        return _logged(ctx, node, Frame(out, parent.key_codec, LongColumnCodec(), stateful=True))
 
     ctx.uses_tws = True
     spec = AggregateSpec(node.name, agg, parent.key_codec, parent.value_codec)
@@ -69,7 +70,14 @@ def lower_aggregate(ctx: CompileContext, node: AggregateNode, parent: Frame) -> 
     ctx.stateful_operator()
     ctx.register_store(node.store_name, "key_value", parent.key_codec, KeyValueEntries())
     out = _changelog_columns(out)
-    return Frame(out, parent.key_codec, PickleCodec(), stateful=True)
+    return _logged(ctx, node, Frame(out, parent.key_codec, PickleCodec(), stateful=True))
+
+
+def _logged(ctx: CompileContext, node: AggregateNode, frame: Frame) -> Frame:
+    """A queryable store's updates also go to its changelog (:mod:`..changelog`)."""
+    if not node.queryable:
+        return frame
+    return logged(ctx, frame, node.name, node.store_name, node.store_value_serde)
 
 
 def native_count_entries(rows: list[tuple[Any, Any]]) -> list[tuple[bytes, int]]:

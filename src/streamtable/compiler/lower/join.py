@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
+from streamtable.compiler.changelog import logged
 from streamtable.compiler.codecs import PickleCodec
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.compiler.lower.fk_join import lower_fk_join
@@ -54,8 +55,8 @@ def lower_join(lowerer: Lowerer, node: JoinNode) -> Frame:
     ctx = lowerer.ctx
     if node.kind is not JoinKind.STREAM_GLOBAL_TABLE:
         check_copartitioned(lowerer, node)
-    left = validated(ctx, lowerer.lower(node.parents[0]))
-    right = validated(ctx, lowerer.lower(node.parents[1]))
+    left = _logged_table(lowerer, node.parents[0], validated(ctx, lowerer.lower(node.parents[0])))
+    right = _logged_table(lowerer, node.parents[1], validated(ctx, lowerer.lower(node.parents[1])))
     assert node.joiner is not None
     if node.kind is JoinKind.TABLE_TABLE:
         right = convert(ctx, right, left.key_codec, None)
@@ -118,6 +119,16 @@ def lower_join(lowerer: Lowerer, node: JoinNode) -> Frame:
         decode = JoinTableEntries(right.value_codec, versioned=kernel.as_of)
         ctx.register_store(table.store_name, "key_value", right.key_codec, decode)
     return Frame(df, left.key_codec, PickleCodec(), stateful=True)
+
+
+def _logged_table(lowerer: Lowerer, name: str, upserts: Frame) -> Frame:
+    """A queryable table read from a topic and held by a join: its upserts also go to the
+    store's changelog (:mod:`..changelog`); other inputs are returned as they are.
+    """
+    table = lowerer.nodes[name]
+    if not isinstance(table, TableSourceNode) or not table.queryable:
+        return upserts
+    return logged(lowerer.ctx, upserts, table.name, table.store_name, table.value_serde)
 
 
 def _without_null_records(ctx: CompileContext, stream: Frame, keep: Column | None = None) -> Frame:

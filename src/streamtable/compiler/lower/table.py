@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 
+from streamtable.compiler.changelog import logged
 from streamtable.compiler.codecs import PickleCodec, SerdeCodec, codec_for
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.compiler.lower.paged import frame_columns_only, run_paged
@@ -95,7 +96,10 @@ def lower_table_changes(lowerer: Lowerer, name: str) -> Frame:
     ctx = lowerer.ctx
     node: Node = lowerer.nodes[name]
     if isinstance(node, TableSourceNode):
-        return _materialized(ctx, lower_table_upserts(ctx, node), store=node.store_name)
+        changes = _materialized(ctx, lower_table_upserts(ctx, node), store=node.store_name)
+        if not node.queryable:
+            return changes
+        return logged(ctx, changes, node.name, node.store_name, node.value_serde)
     if isinstance(node, RepartitionNode):
         return lower_table_changes(lowerer, node.parents[0])
     if isinstance(node, TableOpNode) and node.kind is not TableOpKind.GROUP_BY:
@@ -161,7 +165,10 @@ def _table_aggregate_changes(lowerer: Lowerer, node: TableAggregateNode) -> Fram
     )
     df = run_paged(ctx, [regrouped], kernel)
     ctx.register_store(node.store_name, "key_value", out_key, KeyValueEntries())
-    return Frame(df, out_key, PickleCodec(), stateful=True)
+    changes = Frame(df, out_key, PickleCodec(), stateful=True)
+    if not node.queryable:
+        return changes
+    return logged(ctx, changes, node.name, node.store_name, node.store_value_serde)
 
 
 def table_key_codec(ctx: CompileContext, node: TableSourceNode) -> SerdeCodec:

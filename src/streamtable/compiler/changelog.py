@@ -1,0 +1,182 @@
+"""Changelog topics of queryable key-value stores: every update, as Kafka Streams logs it.
+
+Kafka Streams backs each state store with a compacted changelog topic
+``<application.id>-<store>-changelog`` and writes every update to it (with the record cache: the
+last update per key and commit). streamtable's state lives in Spark's checkpoint, which
+restores it after a failure; the changelog serves the stores of the DSL that the user named
+(``count(name=...)``, ``StreamsBuilder.table(name=...)``, Kafka Streams' queryable stores):
+interactive queries read it into a local replica (:mod:`streamtable.state`).
+
+The stage runs right after the store's stateful operator: it produces each output row of the
+operator (one per updated key and micro-batch, ``None`` value for a deletion) to the changelog
+and passes every row on unchanged. Keys are the store's key bytes (its key serde), values are
+re-encoded with the store's value serde, so the topic reads like Kafka Streams' changelog.
+Records are partitioned by murmur2 of the key, like Java's producer. Under ``exactly_once_v2``
+each task's changelog records are one Kafka transaction per micro-batch
+(:mod:`streamtable.runtime.task_output`); ``read_committed`` readers see each batch whole or
+not at all.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from streamtable.compiler.codecs import Codec, SerdeCodec
+from streamtable.errors import StreamsError
+from streamtable.runtime.task_output import OutputSpec, TaskOutput
+
+if TYPE_CHECKING:
+    from streamtable.compiler.frame import CompileContext, Frame
+    from streamtable.serde.base import Serde
+
+__all__ = [
+    "CHANGELOG_TOPIC_CONFIG",
+    "ChangelogInfo",
+    "ChangelogWriter",
+    "changelog_topic",
+    "logged",
+]
+
+#: Kafka Streams' configuration of key-value changelog topics (``UnwindowedChangelogTopicConfig``):
+#: compacted, so the topic keeps the latest value of every key.
+CHANGELOG_TOPIC_CONFIG = {"cleanup.policy": "compact"}
+
+
+def changelog_topic(application_id: str, store: str) -> str:
+    """Kafka Streams' name of a store's changelog topic.
+
+    >>> changelog_topic("clicks-app", "clicks-per-user")
+    'clicks-app-clicks-per-user-changelog'
+    """
+    return f"{application_id}-{store}-changelog"
+
+
+@dataclass(frozen=True)
+class ChangelogInfo:
+    """A queryable store's changelog, as compiled (metadata for the runtime and the replicas).
+
+    Attributes
+    ----------
+    store : str
+        The store's name.
+    topic : str
+        Its changelog topic.
+    partitions : int
+        The topic's partition count: the most partitions of the topics the store's
+        sub-topology reads (Kafka Streams: one changelog partition per task).
+    kind : str
+        ``"key_value"`` (the only kind logged so far).
+    key_serde, value_serde : Serde
+        How the changelog's keys and values are encoded (the store's serdes).
+    query : str
+        The query whose micro-batches write the changelog.
+    """
+
+    store: str
+    topic: str
+    partitions: int
+    kind: str
+    key_serde: Serde
+    value_serde: Serde
+    query: str
+
+
+def _long_bytes(v: int | None) -> bytes | None:
+    return None if v is None else struct.pack(">q", v)
+
+
+@dataclass(frozen=True)
+class ChangelogWriter:
+    """``Iterator[RecordBatch] -> Iterator[RecordBatch]`` for ``mapInArrow`` (see module).
+
+    Parameters
+    ----------
+    topic : str
+        The changelog topic.
+    value_codec : Codec
+        How the operator's ``value`` column holds the values.
+    value_serde : Serde
+        The store's value serde (the changelog's encoding).
+    spec : OutputSpec
+        The output stage (transactions under exactly-once).
+    """
+
+    topic: str
+    value_codec: Codec
+    value_serde: Serde
+    spec: OutputSpec
+
+    def encode(self, values: list[object]) -> list[bytes | None]:
+        """The changelog bytes of a column of values (``None`` stays a tombstone)."""
+        codec = self.value_codec
+        if codec.native_long:
+            return [_long_bytes(v) for v in values]  # type: ignore[arg-type]
+        if isinstance(codec, SerdeCodec) and codec.serde() == self.value_serde:
+            return values  # type: ignore[return-value]
+        return self.value_serde.serialize_many(codec.decode_many(values))
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Produce every row of each batch to the changelog; yield the batch unchanged."""
+        out = TaskOutput(self.spec)
+        try:
+            for batch in batches:
+                if batch.num_rows and not out.replayed:
+                    names = batch.schema.names
+                    keys = batch.column(names.index("key")).to_pylist()
+                    values = self.encode(batch.column(names.index("value")).to_pylist())
+                    ts = batch.column(names.index("ts")).to_pylist()
+                    for key, value, t in zip(keys, values, ts, strict=True):
+                        if key is not None:
+                            out.produce(self.topic, key, value, timestamp=t)
+                yield batch
+            out.close()
+        except StreamsError as e:
+            out.abort()
+            raise StreamsError(
+                f"Could not write changelog topic {self.topic!r}: {e} Check that the topic "
+                "exists (the application creates it on start) and the broker is reachable."
+            ) from e
+        except BaseException:
+            out.abort()
+            raise
+
+
+def logged(
+    ctx: CompileContext, frame: Frame, node_name: str, store: str, value_serde: Serde | None
+) -> Frame:
+    """``frame`` (the updates of key-value store ``store``, produced by node ``node_name``) with
+    a :class:`ChangelogWriter` after it.
+
+    Nothing changes when the store is logged already (a table lowered in a second query), in
+    the TopologyTestDriver (which reads stores from the checkpoint), or when the store has no
+    key or value serde (``value_serde``, else ``default.value.serde``): the reason is kept in
+    ``ctx.unlogged`` for the error of a query of that store.
+    """
+    from streamtable.compiler.subtopologies import read_topics
+
+    if not store or store in ctx.changelogs or ctx.capture_dir is not None:
+        return frame
+    key_serde = frame.key_codec.serde()
+    value_serde = value_serde or ctx.config.default_value_serde
+    if key_serde is None or value_serde is None:
+        what = "key" if key_serde is None else "value"
+        ctx.unlogged[store] = (
+            f"it has no {what} serde to encode its changelog: give the grouping's "
+            f"{what}_serde= or set 'default.{what}.serde'"
+        )
+        return frame
+    partitions = max(
+        (ctx.topic_partitions.get(t, 1) for t in read_topics(ctx.graph, node_name)), default=1
+    )
+    topic = changelog_topic(ctx.config.application_id, store)
+    spec = ctx.output_spec(f"changelog-{store}")
+    writer = ChangelogWriter(topic, frame.value_codec, value_serde, spec)
+    ctx.changelogs[store] = ChangelogInfo(
+        store, topic, partitions, "key_value", key_serde, value_serde, ctx.query
+    )
+    return frame.with_(df=frame.df.mapInArrow(writer, frame.df.schema))

@@ -1,0 +1,23 @@
+"""Queryable state: interactive queries over the application's named stores.
+
+- :mod:`.replica`: a local replica of the stores, read from their changelog topics;
+- :mod:`.queries`: Kafka Streams' read-only store interfaces over it.
+"""
+
+from streamtable.state.queries import (
+    Position,
+    PositionBound,
+    QueryableStoreType,
+    QueryableStoreTypes,
+    ReadOnlyKeyValueStore,
+    StoreQueryParameters,
+)
+
+__all__ = [
+    "Position",
+    "PositionBound",
+    "QueryableStoreType",
+    "QueryableStoreTypes",
+    "ReadOnlyKeyValueStore",
+    "StoreQueryParameters",
+]

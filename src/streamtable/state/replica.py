@@ -1,0 +1,270 @@
+"""A local replica of queryable stores, fed by their changelog topics.
+
+Spark keeps an operator's state inside its micro-batch tasks, where nothing outside the batch
+can read it in time (Spark's ``statestore`` data source takes seconds per lookup). Interactive
+queries therefore read a replica that a consumer thread keeps from each store's changelog
+(:mod:`streamtable.compiler.changelog`), like a Kafka Streams standby replica:
+
+- records are read ``read_committed`` from the beginning of every changelog partition, so under
+  ``exactly_once_v2`` the replica holds committed micro-batches only, each whole;
+- each store is a sorted map of serialized key -> serialized value (Kafka Streams' stores order
+  keys by their bytes too); a ``None`` value (tombstone) deletes the key;
+- the **position** is what Kafka Streams' IQv2 calls ``Position``: per source topic partition,
+  the offset up to which the replica reflects the input. The runtime reports each committed
+  micro-batch with its source end offsets (:meth:`StoreReplica.batch_committed`); the replica
+  reads the changelog's end offsets at that moment, and once it has consumed up to them, it
+  reflects that batch, and the batch's last source offsets join its position.
+
+Memory: every key and value of the replicated stores, as bytes, plus a sorted index.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from sortedcontainers import SortedDict
+
+from streamtable.compiler.changelog import ChangelogInfo
+from streamtable.errors import StreamsError
+
+__all__ = ["StoreReplica"]
+
+log = logging.getLogger("streamtable")
+
+T = TypeVar("T")
+
+#: (topic, partition) -> offset
+Offsets = dict[tuple[str, int], int]
+
+
+@dataclass
+class _Pending:
+    """A committed micro-batch the replica has not reached yet."""
+
+    query: str
+    sources: Offsets
+    #: changelog (topic, partition) -> end offset to reach; None until read
+    targets: dict[tuple[str, int], int] | None = None
+
+
+@dataclass
+class _State:
+    stores: dict[str, SortedDict] = field(default_factory=dict)
+    #: changelog (topic, partition) -> next offset to read (consumed so far)
+    consumed: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: query -> its position (the queries writing changelogs advance separately)
+    positions: dict[str, Offsets] = field(default_factory=dict)
+    pending: list[_Pending] = field(default_factory=list)
+
+
+class StoreReplica:
+    """Replicas of the stores in ``changelogs``, kept by a background consumer thread.
+
+    Parameters
+    ----------
+    bootstrap_servers : str
+        The Kafka cluster.
+    changelogs : Mapping[str, ChangelogInfo]
+        The stores to replicate, by name.
+    consumer_config : Mapping[str, Any], optional
+        Extra librdkafka settings (``consumer.*`` keys of the application's config).
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        changelogs: Mapping[str, ChangelogInfo],
+        consumer_config: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.changelogs = dict(changelogs)
+        self._config = {
+            **dict(consumer_config or {}),
+            "bootstrap.servers": bootstrap_servers,
+            "group.id": f"streamtable-replica-{uuid.uuid4().hex}",  # never committed
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "earliest",
+        }
+        self._topic_store = {c.topic: c.store for c in self.changelogs.values()}
+        self._state = _State(stores={name: SortedDict() for name in self.changelogs})
+        self._cond = threading.Condition()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the consumer thread (reading every changelog from its beginning)."""
+        self._thread = threading.Thread(target=self._run, name="streamtable-replica", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop the consumer thread; the replica keeps what it has read."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        with self._cond:
+            self._cond.notify_all()
+
+    # -- fed by the runtime -------------------------------------------------------------
+
+    def batch_committed(self, query: str, sources: Offsets) -> None:
+        """Query ``query`` committed a micro-batch that read its sources up to ``sources``
+        (Spark's end offsets: the next offset of each partition to read).
+        """
+        if not any(c.query == query for c in self.changelogs.values()):
+            return
+        # Spark reports the next offset to read; a Position holds the last one processed
+        last = {tp: off - 1 for tp, off in sources.items() if off > 0}
+        with self._cond:
+            self._state.pending.append(_Pending(query, last))
+
+    # -- reading ------------------------------------------------------------------------
+
+    def read(self, store: str, fn: Callable[[SortedDict], T]) -> tuple[T, Offsets]:
+        """``fn(the store's map)`` under the replica's lock, and the store's position then.
+
+        ``fn`` must copy what it returns: the map changes as soon as the lock is released.
+        """
+        with self._cond:
+            self._raise_if_failed()
+            position = self._state.positions.get(self.changelogs[store].query, {})
+            return fn(self._state.stores[store]), dict(position)
+
+    def wait_for(self, store: str, bound: Offsets, timeout_s: float) -> Offsets:
+        """Block until the position of ``store`` reaches ``bound`` on each of its partitions.
+
+        Returns
+        -------
+        dict
+            The position reached.
+
+        Raises
+        ------
+        StreamsError
+            After ``timeout_s`` seconds, naming the partitions still behind.
+        """
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while True:
+                self._raise_if_failed()
+                pos = self._state.positions.get(self.changelogs[store].query, {})
+                behind = {tp: o for tp, o in bound.items() if pos.get(tp, -1) < o}
+                if not behind:
+                    return dict(pos)
+                left = deadline - time.monotonic()
+                if left <= 0 or self._stop.is_set():
+                    raise StreamsError(
+                        f"Store {store!r} did not reach position {_fmt(bound)} within "
+                        f"{timeout_s:g} s; behind on {_fmt(behind)} (at "
+                        f"{_fmt({tp: pos.get(tp) for tp in behind})}). The application may "
+                        "not have processed those offsets yet: wait longer or check that it "
+                        "is RUNNING."
+                    )
+                self._cond.wait(min(left, 0.5))
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            raise StreamsError(
+                f"The stores' replica stopped reading the changelog topics: {self._error}"
+            ) from self._error
+
+    # -- the consumer thread ------------------------------------------------------------
+
+    def _run(self) -> None:
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+        consumer = Consumer(self._config)
+        try:
+            assignment = [
+                TopicPartition(c.topic, p, OFFSET_BEGINNING)
+                for c in self.changelogs.values()
+                for p in range(c.partitions)
+            ]
+            consumer.assign(assignment)
+            while not self._stop.is_set():
+                msgs = consumer.consume(num_messages=5000, timeout=0.1)
+                self._apply(msgs)
+                self._advance(consumer, assignment)
+        except BaseException as e:  # surfaced to every reader
+            log.error("streamtable: the stores' replica failed: %s", e)
+            with self._cond:
+                self._error = e
+                self._cond.notify_all()
+        finally:
+            consumer.close()
+
+    def _apply(self, msgs: list[Any]) -> None:
+        if not msgs:
+            return
+        with self._cond:
+            st = self._state
+            for m in msgs:
+                if m.error() is not None:
+                    if m.error().fatal():
+                        raise StreamsError(str(m.error()))
+                    continue
+                store = st.stores[self._topic_store[m.topic()]]
+                key, value = m.key(), m.value()
+                if value is None:
+                    store.pop(key, None)
+                else:
+                    store[key] = value
+                st.consumed[(m.topic(), m.partition())] = m.offset() + 1
+
+    def _advance(self, consumer: Any, assignment: list[Any]) -> None:
+        """Read the end offsets of newly committed batches; move the position past the
+        batches the replica has caught up with.
+        """
+        with self._cond:
+            pending = list(self._state.pending)
+        if not pending:
+            return
+        for p in pending:
+            if p.targets is None:
+                p.targets = self._ends(consumer, assignment, p.query)
+        positions = {
+            (tp.topic, tp.partition): tp.offset
+            for tp in consumer.position(assignment)
+            if tp.offset >= 0
+        }
+        with self._cond:
+            st = self._state
+            for tp, off in positions.items():
+                st.consumed[tp] = max(st.consumed.get(tp, 0), off)
+            done = 0
+            for p in st.pending:
+                if p.targets is None or any(
+                    st.consumed.get(tp, 0) < end for tp, end in p.targets.items()
+                ):
+                    break
+                position = st.positions.setdefault(p.query, {})
+                for tp, off in p.sources.items():
+                    position[tp] = max(position.get(tp, -1), off)
+                done += 1
+            if done:
+                del st.pending[:done]
+                self._cond.notify_all()
+
+    def _ends(self, consumer: Any, assignment: list[Any], query: str) -> dict[tuple[str, int], int]:
+        """The current end offsets (last stable offsets, read_committed) of ``query``'s
+        changelog partitions; partitions already read to their end count as reached.
+        """
+        topics = {c.topic for c in self.changelogs.values() if c.query == query}
+        ends = {}
+        for tp in assignment:
+            if tp.topic in topics:
+                _low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+                ends[(tp.topic, tp.partition)] = high
+        return ends
+
+
+def _fmt(offsets: Mapping[tuple[str, int], Any]) -> str:
+    return "{" + ", ".join(f"{t}-{p}: {o}" for (t, p), o in sorted(offsets.items())) + "}"

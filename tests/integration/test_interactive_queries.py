@@ -1,0 +1,150 @@
+"""Interactive queries of named stores while the application runs: real broker, real Spark.
+
+The expected contents are computed here from the input; reads wait for the store's position
+to cover the input produced so far (never on a fixed sleep).
+"""
+
+from __future__ import annotations
+
+import collections
+import struct
+from datetime import timedelta
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from _support import ensure_topics, produce_records
+from streamtable import (
+    KafkaStreams,
+    Position,
+    PositionBound,
+    QueryableStoreTypes,
+    Serdes,
+    StoreQueryParameters,
+    StreamsBuilder,
+)
+from streamtable.errors import InvalidStateStoreException
+from streamtable.runtime.kafka_admin import KafkaAdmin
+
+S, L = Serdes.string(), Serdes.long()
+KV = QueryableStoreTypes.key_value_store()
+
+
+def last_offsets(bs, topic, partitions):
+    """Position of the last record of each partition of ``topic`` (skipping empty ones)."""
+    c = Consumer({"bootstrap.servers": bs, "group.id": "iq-test-offsets"})
+    try:
+        pos = Position.empty()
+        for p in range(partitions):
+            _, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            if high > 0:
+                pos = pos.with_component(topic, p, high - 1)
+        return pos
+    finally:
+        c.close()
+
+
+def clicks(n, start):
+    """(user, amount, ts): users u00..u11, ``n`` records from timestamp ``start``."""
+    return [(f"u{i % 12:02d}", 1 + i % 4, start + i) for i in range(n)]
+
+
+def encode(rows):
+    return [(u.encode(), struct.pack(">q", a), ts) for u, a, ts in rows]
+
+
+@pytest.mark.parametrize("guarantee", ["exactly_once_v2"])
+def test_named_stores_answer_queries_while_the_application_runs(
+    kafka_broker, spark, topic_name, app_config, guarantee
+):
+    bs = kafka_broker.bootstrap_servers
+    src, profiles, out = topic_name("clicks"), topic_name("profiles"), topic_name("out")
+    ensure_topics(bs, {src: 2, profiles: 2, out: 1})
+    first = clicks(120, 1_000)
+    produce_records(bs, src, encode(first))
+    produce_records(
+        bs, profiles, [(f"u{i:02d}".encode(), f"level-{i}".encode(), 1) for i in range(6)]
+    )
+
+    b = StreamsBuilder()
+    stream = b.stream(src, key_serde=S, value_serde=L)
+    grouped = stream.group_by_key(key_serde=S, value_serde=L)
+    grouped.count(name="click-counts").to_stream().to(out, key_serde=S, value_serde=L)
+    grouped.reduce(lambda a, v: a + v, name="amount-totals").to_stream().to(
+        out, key_serde=S, value_serde=L
+    )
+    table = b.table(profiles, key_serde=S, value_serde=S, name="profiles")
+    stream.join(table, lambda amount, level: f"{level}:{amount}").to(
+        out, key_serde=S, value_serde=S
+    )
+    grouped.count().to_stream().to(out, key_serde=S, value_serde=L)  # unnamed: not queryable
+    app = KafkaStreams(b.build(), app_config(**{"processing.guarantee": guarantee}))
+
+    with pytest.raises(InvalidStateStoreException, match="not RUNNING. Call start"):
+        app.store(StoreQueryParameters.from_name_and_type("click-counts", KV))
+    app.start()
+    try:
+        counts = app.store(StoreQueryParameters.from_name_and_type("click-counts", KV))
+        totals = app.store(StoreQueryParameters.from_name_and_type("amount-totals", KV))
+        levels = app.store(StoreQueryParameters.from_name_and_type("profiles", KV))
+        bound = PositionBound.at(last_offsets(bs, src, 2))
+        reached = counts.wait_for(bound, timeout=timedelta(minutes=3))
+        assert reached.dominates(bound.position)
+        totals.wait_for(bound, timeout=timedelta(minutes=1))
+        levels.wait_for(
+            PositionBound.at(last_offsets(bs, profiles, 2)), timeout=timedelta(minutes=1)
+        )
+
+        want_counts = collections.Counter(u for u, _, _ in first)
+        want_totals = collections.Counter()
+        for u, a, _ in first:
+            want_totals[u] += a
+        assert counts.all() == sorted(want_counts.items())
+        assert dict(totals.all()) == dict(want_totals)
+        assert counts.get("u03") == want_counts["u03"]
+        assert counts.get("nobody") is None
+        assert counts.approximate_num_entries() == 12
+        assert counts.range("u02", "u05") == [
+            (f"u0{i}", want_counts[f"u0{i}"]) for i in (2, 3, 4, 5)
+        ]
+        assert counts.reverse_range("u02", "u04") == [
+            (f"u0{i}", want_counts[f"u0{i}"]) for i in (4, 3, 2)
+        ]
+        assert counts.range("u05", "u02") == []  # inverted: empty, as in Kafka Streams
+        assert [k for k, _ in counts.prefix_scan("u1")] == ["u10", "u11"]
+        assert [k for k, _ in counts.reverse_all()] == sorted(want_counts, reverse=True)
+        assert levels.all() == [(f"u{i:02d}", f"level-{i}") for i in range(6)]
+
+        # more input: a profile deleted (tombstone), one changed, more clicks
+        second = clicks(60, 5_000)
+        produce_records(bs, profiles, [(b"u01", None, 2), (b"u02", b"level-99", 2)])
+        produce_records(bs, src, encode(second))
+        counts.wait_for(PositionBound.at(last_offsets(bs, src, 2)), timeout=timedelta(minutes=2))
+        levels.wait_for(
+            PositionBound.at(last_offsets(bs, profiles, 2)), timeout=timedelta(minutes=1)
+        )
+        want_counts.update(u for u, _, _ in second)
+        assert counts.all() == sorted(want_counts.items())
+        assert levels.get("u01") is None
+        assert levels.get("u02") == "level-99"
+        assert levels.approximate_num_entries() == 5
+
+        # queries that cannot be answered say why
+        unnamed = [n for n in app.topology.store_names if n.startswith("KSTREAM-AGGREGATE")]
+        with pytest.raises(InvalidStateStoreException, match="only stores the topology names"):
+            app.store(StoreQueryParameters.from_name_and_type(unnamed[0], KV))
+        with pytest.raises(InvalidStateStoreException, match="has no store 'nope'.*click-counts"):
+            app.store(StoreQueryParameters.from_name_and_type("nope", KV))
+        with pytest.raises(Exception, match="did not reach position"):
+            counts.wait_for(
+                PositionBound.at(Position.empty().with_component(src, 0, 10**9)),
+                timeout=timedelta(seconds=1),
+            )
+    finally:
+        app.close()
+
+    admin = KafkaAdmin(bs)
+    changelogs = admin.topic_partitions(
+        [f"{app.config.application_id}-{s}-changelog" for s in ("click-counts", "profiles")]
+    )
+    assert set(changelogs.values()) == {2}, changelogs  # one partition per input partition

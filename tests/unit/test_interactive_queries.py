@@ -1,0 +1,183 @@
+"""Interactive queries' read-only views and the replica's position, without a broker.
+
+The replica's consumer thread is not started: changelog records are applied the way the thread
+applies them, and its Kafka calls (positions, end offsets) are answered by a stand-in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pytest
+
+from streamtable import Position, PositionBound, Serdes
+from streamtable.compiler.changelog import ChangelogInfo
+from streamtable.errors import StreamsError
+from streamtable.state.queries import ReadOnlyKeyValueStore
+from streamtable.state.replica import StoreReplica
+
+pytestmark = pytest.mark.unit
+
+
+@dataclass
+class Msg:
+    """A changelog record as confluent-kafka's consumer returns it."""
+
+    _topic: str
+    _partition: int
+    _offset: int
+    _key: bytes
+    _value: bytes | None
+
+    def topic(self):
+        return self._topic
+
+    def partition(self):
+        return self._partition
+
+    def offset(self):
+        return self._offset
+
+    def key(self):
+        return self._key
+
+    def value(self):
+        return self._value
+
+    def error(self):
+        return None
+
+
+@dataclass
+class TP:
+    topic: str
+    partition: int
+    offset: int = -1
+
+
+class Changelog:
+    """Stand-in for the consumer's view of the changelog partitions: end offsets and the
+    consumer's position.
+    """
+
+    def __init__(self):
+        self.end = {}
+        self.read_to = {}
+
+    def get_watermark_offsets(self, tp, timeout, cached):
+        return 0, self.end.get((tp.topic, tp.partition), 0)
+
+    def position(self, assignment):
+        return [
+            TP(t.topic, t.partition, self.read_to.get((t.topic, t.partition), -1001))
+            for t in assignment
+        ]
+
+
+def replica(key_serde, value_serde, partitions=1):
+    info = ChangelogInfo(
+        "s", "app-s-changelog", partitions, "key_value", key_serde, value_serde, "q"
+    )
+    return StoreReplica("unused:9092", {"s": info}), info
+
+
+def test_keys_iterate_in_serialized_byte_order_as_in_kafka_streams_stores():
+    """Big-endian ints: negative keys sort after positive ones, as in Kafka's stores."""
+    ints, longs = Serdes.integer(), Serdes.long()
+    rep, info = replica(ints, longs)
+    keys = [5, -1, 0, 300, -300]
+    rep._apply(
+        [
+            Msg(info.topic, 0, i, ints.serialize(k), longs.serialize(k * 10))
+            for i, k in enumerate(keys)
+        ]
+    )
+    store = ReadOnlyKeyValueStore(info, rep)
+    assert [k for k, _ in store.all()] == [0, 5, 300, -300, -1]
+    assert [k for k, _ in store.reverse_all()] == [-1, -300, 300, 5, 0]
+    assert store.range(0, 300) == [(0, 0), (5, 50), (300, 3000)]
+    assert store.range(None, 5) == [(0, 0), (5, 50)]
+    assert store.range(300, None) == [(300, 3000), (-300, -3000), (-1, -10)]
+    assert store.reverse_range(5, 300) == [(300, 3000), (5, 50)]
+    assert store.range(300, 5) == []
+    assert store.get(-300) == -3000
+    assert store.approximate_num_entries() == 5
+
+
+def test_tombstones_delete_and_later_updates_win():
+    s = Serdes.string()
+    rep, info = replica(s, s)
+    rep._apply(
+        [
+            Msg(info.topic, 0, 0, b"a", b"1"),
+            Msg(info.topic, 0, 1, b"b", b"2"),
+            Msg(info.topic, 0, 2, b"a", None),
+            Msg(info.topic, 0, 3, b"b", b"3"),
+        ]
+    )
+    store = ReadOnlyKeyValueStore(info, rep)
+    assert store.get("a") is None
+    assert store.all() == [("b", "3")]
+
+
+def test_prefix_scan_matches_serialized_prefixes():
+    s = Serdes.string()
+    rep, info = replica(s, s)
+    rep._apply(
+        [
+            Msg(info.topic, 0, i, k.encode(), b"v")
+            for i, k in enumerate(["ab", "a", "abc", "b", "aa"])
+        ]
+    )
+    store = ReadOnlyKeyValueStore(info, rep)
+    assert [k for k, _ in store.prefix_scan("ab")] == ["ab", "abc"]
+    assert [k for k, _ in store.prefix_scan("a")] == ["a", "aa", "ab", "abc"]
+    assert store.prefix_scan("z") == []
+
+
+def test_a_query_key_that_cannot_be_serialized_names_the_store_and_the_key():
+    rep, info = replica(Serdes.integer(), Serdes.long())
+    store = ReadOnlyKeyValueStore(info, rep)
+    with pytest.raises(StreamsError, match="Store 's': cannot serialize query key 'x'"):
+        store.get("x")
+    with pytest.raises(StreamsError, match="Store 's': a query key cannot be None"):
+        store.get(None)
+
+
+def test_the_position_advances_only_when_the_batch_s_changelog_records_are_read():
+    """A committed batch joins the position once the replica has read its changelog up to
+    the end offsets seen after the commit; Kafka's Position holds the last processed offset.
+    """
+    s = Serdes.string()
+    rep, info = replica(s, s, partitions=2)
+    kafka = Changelog()
+    assignment = [TP(info.topic, 0), TP(info.topic, 1)]
+    store = ReadOnlyKeyValueStore(info, rep)
+
+    kafka.end = {(info.topic, 0): 3, (info.topic, 1): 1}
+    rep.batch_committed("q", {("in", 0): 10, ("in", 1): 4})
+    rep.batch_committed("other-query", {("in", 0): 99})  # writes no changelog: ignored
+    rep._apply([Msg(info.topic, 0, 0, b"a", b"1"), Msg(info.topic, 0, 1, b"b", b"1")])
+    rep._advance(kafka, assignment)
+    assert store.position() == Position.empty()  # partition 0 read to 2 of 3, 1 not at all
+
+    kafka.read_to = {(info.topic, 0): 3, (info.topic, 1): 1}  # past the commit markers
+    rep._advance(kafka, assignment)
+    assert dict(store.position()) == {("in", 0): 9, ("in", 1): 3}
+    assert store.wait_for(
+        PositionBound.at(Position.empty().with_component("in", 0, 9)), timedelta(seconds=1)
+    ).dominates({("in", 1): 3})
+    with pytest.raises(StreamsError, match=r"did not reach position \{in-0: 10\}.*at \{in-0: 9\}"):
+        store.wait_for(
+            PositionBound.at(Position.empty().with_component("in", 0, 10)),
+            timedelta(milliseconds=50),
+        )
+
+
+def test_position_and_bound_follow_kafka_streams_iqv2():
+    p = Position.empty().with_component("t", 1, 5).with_component("t", 0, 7)
+    assert p.get_topics() == {"t"}
+    assert p.get_partition_positions("t") == {0: 7, 1: 5}
+    assert not p.dominates({("t", 0): 8})
+    assert PositionBound.unbounded().position == Position.empty()
