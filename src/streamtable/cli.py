@@ -142,6 +142,18 @@ def describe_cmd(locator: str) -> None:
 )
 @click.option("--state-dir", show_envvar=True, help="state.dir (checkpoints and local state).")
 @click.option(
+    "--application-server",
+    show_envvar=True,
+    metavar="HOST:PORT",
+    help="application.server: serve the queryable stores over HTTP there.",
+)
+@click.option(
+    "--query-token",
+    show_envvar=True,
+    help="streamtable.query.token: the bearer token of the HTTP query service (prefer the "
+    "environment variable to keep it out of the process list).",
+)
+@click.option(
     "--config",
     "-c",
     "configs",
@@ -160,6 +172,8 @@ def run_cmd(
     application_id: str | None,
     bootstrap_servers: str | None,
     state_dir: str | None,
+    application_server: str | None,
+    query_token: str | None,
     configs: tuple[str, ...],
     until_caught_up: bool,
 ) -> None:
@@ -179,6 +193,8 @@ def run_cmd(
                 ("application.id", application_id),
                 ("bootstrap.servers", bootstrap_servers),
                 ("state.dir", state_dir),
+                ("application.server", application_server),
+                ("streamtable.query.token", query_token),
             ):
                 if value is not None:
                     config[key] = value
@@ -187,6 +203,8 @@ def run_cmd(
         click.echo(
             f"running {locator} as application {app.config.application_id!r}; Ctrl-C stops it"
         )
+        if app.config.application_server is not None:
+            click.echo(f"interactive queries: http://{app.config.application_server}/stores")
         try:
             if until_caught_up:
                 app.await_caught_up(timeout=datetime.timedelta(hours=24))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import os
 import re
 import tempfile
@@ -13,7 +14,7 @@ from typing import Any, Literal
 from streamtable.errors import ConfigError
 from streamtable.serde import Serde, Serdes
 
-__all__ = ["StreamsConfig", "KNOWN_KEYS", "CLIENT_PREFIXES"]
+__all__ = ["StreamsConfig", "KNOWN_KEYS", "CLIENT_PREFIXES", "is_loopback", "split_host_port"]
 
 ProcessingGuarantee = Literal["at_least_once", "exactly_once_v2"]
 DeserializationHandler = Literal["log_and_fail", "log_and_continue"]
@@ -226,6 +227,59 @@ def _topic(key: str, value: object) -> str:
     return text
 
 
+def split_host_port(address: str) -> tuple[str, int]:
+    """``(host, port)`` of a ``host:port`` address (an IPv6 host in brackets: ``[::1]:8080``).
+
+    Raises
+    ------
+    ValueError
+        When ``address`` is not ``host:port`` with a port in 1-65535.
+
+    Examples
+    --------
+    >>> split_host_port("127.0.0.1:8080")
+    ('127.0.0.1', 8080)
+    >>> split_host_port("[::1]:8080")
+    ('::1', 8080)
+    """
+    host, sep, port = address.strip().rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"expected 'host:port' with a port in 1-65535, got {address!r}")
+    if ":" in host and not address.strip().startswith("["):
+        raise ValueError(f"write an IPv6 host in brackets ('[::1]:8080'), got {address!r}")
+    if any(c.isspace() or c in "/[]" for c in host):
+        raise ValueError(f"invalid host {host!r} in {address!r}")
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is this machine only: ``localhost``, ``127.0.0.0/8`` or ``::1``.
+
+    >>> is_loopback("127.0.0.1"), is_loopback("localhost"), is_loopback("0.0.0.0")
+    (True, True, False)
+    """
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a host name other than localhost
+        return False
+
+
+def _application_server(key: str, value: object) -> str:
+    text = _str(key, value).strip()
+    try:
+        split_host_port(text)
+    except ValueError as e:
+        raise ConfigError(
+            f"Config {key!r} expects 'host:port' where the HTTP query service listens "
+            f"(e.g. '127.0.0.1:8080'): {e}"
+        ) from None
+    return text
+
+
 def _max_offsets(key: str, value: object) -> int | None:
     return None if value is None else _int(key, value, minimum=1)
 
@@ -289,6 +343,8 @@ _KEYS: dict[str, tuple[str, _Parser, Any]] = {
         lambda k, v: _int(k, v, minimum=0),
         30000,
     ),
+    "application.server": ("application_server", _application_server, None),
+    "streamtable.query.token": ("query_token", _str, None),
     "streamtable.trigger": ("trigger", lambda k, v: _choice(k, v, _TRIGGERS), "processing_time"),
     "streamtable.shuffle.partitions": ("shuffle_partitions", lambda k, v: _int(k, v, minimum=1), 4),
     "streamtable.max.offsets.per.trigger": ("max_offsets_per_trigger", _max_offsets, None),
@@ -427,6 +483,16 @@ class StreamsConfig:
     - ``repartition.purge.interval.ms`` (int >= 0; default 30000): as in Kafka Streams: how
       often records of internal repartition topics that every reading query has processed
       and committed are deleted (``DeleteRecords``).
+    - ``application.server`` (``"host:port"`` or None; default None):
+      As in Kafka Streams, where this instance answers interactive queries: when set,
+      ``KafkaStreams.start()`` serves the queryable stores over HTTP on that address
+      (``docs/interactive-queries.md``, "Over HTTP") and ``close()`` stops the server. An IPv6
+      host is written in brackets (``[::1]:8080``). A host other than ``localhost``,
+      ``127.0.0.0/8`` or ``::1`` needs ``streamtable.query.token``.
+    - ``streamtable.query.token`` (str or None; default None):
+      The bearer token of the HTTP query service: with it, every request must carry
+      ``Authorization: Bearer <token>`` (else 401). Required to bind ``application.server``
+      to an address other than loopback. Not shown by ``repr()``.
     - ``streamtable.trigger`` (``"processing_time"`` default | ``"available_now"`` |
       ``"real_time"``): Spark trigger: periodic micro-batches every ``commit.interval.ms``,
       or process what is available then stop. ``"real_time"`` (Spark's real-time mode) is
@@ -495,6 +561,8 @@ class StreamsConfig:
     request_timeout_ms: int = 30000
     task_timeout_ms: int = 300000
     repartition_purge_interval_ms: int = 30000
+    application_server: str | None = None
+    query_token: str | None = field(default=None, repr=False)
     trigger: Trigger = "processing_time"
     shuffle_partitions: int = 4
     max_offsets_per_trigger: int | None = None

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from streamtable.compiler.lower.sink import SOURCE_SLOT_COLUMN, TIMESTAMP_COLUMN
-from streamtable.config import StreamsConfig
+from streamtable.config import StreamsConfig, is_loopback, split_host_port
 from streamtable.errors import (
     ConfigError,
     IllegalStateError,
@@ -106,8 +106,9 @@ class KafkaStreams:
     Raises
     ------
     ConfigError
-        At construction, for an unknown, missing or ill-typed key, or a setting this version
-        does not support (the ``real_time`` trigger).
+        At construction, for an unknown, missing or ill-typed key, a setting this version
+        does not support (the ``real_time`` trigger), or an ``application.server`` that is not
+        a loopback address without ``streamtable.query.token``.
 
     Notes
     -----
@@ -116,6 +117,12 @@ class KafkaStreams:
     stored beside the checkpoints; starting a topology whose stateful operators differ fails with
     :class:`~streamtable.errors.TopologyError` (run ``cleanup()`` or ``streamtable reset`` to
     start over).
+
+    With ``application.server`` (``"host:port"``) set, :meth:`start` also serves the
+    queryable stores over HTTP on that address (:mod:`streamtable.state.http`) and
+    :meth:`close` stops that server. It binds loopback addresses only, unless
+    ``streamtable.query.token`` is set: then every request must carry
+    ``Authorization: Bearer <token>``.
     """
 
     def __init__(self, topology: Topology, config: Mapping[str, object] | StreamsConfig) -> None:
@@ -127,6 +134,16 @@ class KafkaStreams:
                 "streamtable.trigger='real_time' is not supported by this version yet; use "
                 "'processing_time' (the default) or 'available_now'."
             )
+        server = self.config.application_server
+        if server is not None and self.config.query_token is None:
+            host, port = split_host_port(server)
+            if not is_loopback(host):
+                raise ConfigError(
+                    f"Config 'application.server' is {server!r}, which other machines can "
+                    "reach: serving interactive queries beyond this machine needs a bearer "
+                    "token. Set 'streamtable.query.token' (clients then send 'Authorization: "
+                    f"Bearer <token>'), or bind a loopback address such as '127.0.0.1:{port}'."
+                )
         self.topology = topology
         self._state = State.CREATED
         self._lock = threading.RLock()
@@ -156,6 +173,8 @@ class KafkaStreams:
     _unlogged: dict[str, str] = {}
     #: query index -> the last batch id reported to the replica
     _reported: dict[int, int] = {}
+    #: the HTTP query service (application.server), from start() to close()
+    _query_server: Any = None
 
     # -- state ----------------------------------------------------------------------------
 
@@ -199,6 +218,9 @@ class KafkaStreams:
             If the topology cannot be compiled, or differs from the one of the checkpoint.
         StateDirLockedError
             If another running instance uses the same ``state.dir/application.id``.
+        StreamsError
+            If the HTTP query service cannot take ``application.server`` (the port is in use,
+            or the host is not an address of this machine); nothing was started then.
         """
         if self._state is not State.CREATED:
             raise IllegalStateError(
@@ -212,11 +234,29 @@ class KafkaStreams:
         try:
             self._start()
         except BaseException:
+            self._stop_query_server()
             self._release_state_dir()
             raise
+        if self._query_server is not None:
+            try:
+                self._query_server.start()
+            except BaseException:
+                self.close()
+                raise
+
+    def _stop_query_server(self) -> None:
+        server, self._query_server = self._query_server, None
+        if server is not None:
+            server.stop()
 
     def _start(self) -> None:
         cfg = self.config
+        if cfg.application_server is not None:
+            from streamtable.state.http import QueryServer
+
+            # taken now, so that a busy address fails before the queries start
+            self._query_server = QueryServer(self, cfg.application_server, token=cfg.query_token)
+            self._query_server.bind()
         admin = KafkaAdmin(
             cfg.bootstrap_servers, timeout_ms=cfg.request_timeout_ms, config=cfg.admin_config
         )
@@ -447,6 +487,7 @@ class KafkaStreams:
                 return True
             self._stop_monitor.set()
             self._transition(State.PENDING_SHUTDOWN)
+        self._stop_query_server()
         deadline = None if timeout is None else time.monotonic() + timeout.total_seconds()
         ok = True
         for q in self._queries:
@@ -677,6 +718,23 @@ class KafkaStreams:
                 "query it with QueryableStoreTypes.key_value_store()."
             )
         return ReadOnlyKeyValueStore(info, self._replica)
+
+    def queryable_stores(self) -> dict[str, str]:
+        """The stores this instance serves to :meth:`store`, by name, with their kind.
+
+        Returns
+        -------
+        dict[str, str]
+            ``{store name: kind}`` in name order, the kind being ``"key_value"`` (the only
+            queryable kind so far). Empty before :meth:`start`: the compiled topology decides
+            which named stores have a changelog to serve them from.
+
+        Examples
+        --------
+        After ``start()``, for a topology with ``count(name="click-counts")``:
+        ``{"click-counts": "key_value"}``.
+        """
+        return {name: self._changelogs[name].kind for name in sorted(self._changelogs)}
 
     @property
     def queries(self) -> list[Any]:

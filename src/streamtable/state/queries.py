@@ -149,12 +149,19 @@ class ReadOnlyKeyValueStore:
     stores order them; iterations return ``(key, value)`` pairs in that order, as a snapshot
     taken when called. Values are decoded with the store's value serde. A key that is absent
     (never written, or deleted by a tombstone) reads as ``None``.
+
+    Attributes
+    ----------
+    name : str
+        The store's name.
+    key_serde, value_serde : Serde
+        The store's serdes (those of its changelog topic).
     """
 
     def __init__(self, info: ChangelogInfo, replica: StoreReplica) -> None:
         self.name = info.store
-        self._key: Serde = info.key_serde
-        self._value: Serde = info.value_serde
+        self.key_serde: Serde = info.key_serde
+        self.value_serde: Serde = info.value_serde
         self._replica = replica
 
     # -- position -----------------------------------------------------------------------
@@ -189,7 +196,7 @@ class ReadOnlyKeyValueStore:
         """
         k = self._serialize_key(key)
         value, _ = self._replica.read(self.name, lambda store: store.get(k))
-        return self._value.deserialize(value)
+        return self.value_serde.deserialize(value)
 
     def range(self, from_key: Any = None, to_key: Any = None) -> list[tuple[Any, Any]]:
         """Pairs with ``from_key <= key <= to_key`` in key-byte order (``None``: unbounded).
@@ -218,7 +225,7 @@ class ReadOnlyKeyValueStore:
         ``prefix_key_serde`` serializes the prefix (default: the store's key serde), as
         Kafka Streams' ``prefixScan(prefix, prefixKeySerializer)``.
         """
-        serde = prefix_key_serde or self._key
+        serde = prefix_key_serde or self.key_serde
         p = self._serialize_key(prefix, serde)
 
         def scan(store: Any) -> list[tuple[bytes, bytes]]:
@@ -243,11 +250,11 @@ class ReadOnlyKeyValueStore:
         if key is None:
             raise StreamsError(f"Store {self.name!r}: a query key cannot be None.")
         try:
-            data = (serde or self._key).serialize(key)
+            data = (serde or self.key_serde).serialize(key)
         except Exception as e:
             raise StreamsError(
                 f"Store {self.name!r}: cannot serialize query key {key!r} with "
-                f"{serde or self._key!r}: {e}"
+                f"{serde or self.key_serde!r}: {e}"
             ) from e
         assert data is not None
         return data
@@ -265,8 +272,8 @@ class ReadOnlyKeyValueStore:
         return self._decode(pairs)
 
     def _decode(self, pairs: list[tuple[bytes, bytes]]) -> list[tuple[Any, Any]]:
-        keys = self._key.deserialize_many([k for k, _ in pairs])
-        values = self._value.deserialize_many([v for _, v in pairs])
+        keys = self.key_serde.deserialize_many([k for k, _ in pairs])
+        values = self.value_serde.deserialize_many([v for _, v in pairs])
         return list(zip(keys, values, strict=True))
 
     def __repr__(self) -> str:
