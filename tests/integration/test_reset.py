@@ -115,11 +115,14 @@ def test_reset_makes_the_next_start_recompute(kafka_broker, spark, topic_name, a
     assert f"Reset of application {app_id!r}:" in out_text
     assert f"checkpoints and local state in {config['state.dir']}/{app_id}: " in out_text
     assert "topology.json" in out_text and "KSTREAM-SINK" in out_text
-    assert f"deleted internal topics: {changelog}, {markers}" in out_text
+    # the store "counts-store" is named, so the application wrote its changelog too
+    store_changelog = f"{app_id}-counts-store-changelog"
+    assert f"deleted internal topics: {changelog}, {store_changelog}, {markers}" in out_text
     assert f"deleted consumer groups: {eos_group}" in out_text
     assert f"{src} (rewound to the earliest offsets): 0:0 1:0" in out_text
     remaining = set(AdminClient({"bootstrap.servers": bs}).list_topics(timeout=30).topics)
     assert changelog not in remaining and markers not in remaining and unrelated in remaining
+    assert store_changelog not in remaining
     assert eos_group not in KafkaAdmin(bs).consumer_groups()
     assert group_offsets(bs, app_id, {src}) == {(src, 0): 0, (src, 1): 0}
     state = f"{config['state.dir']}/{app_id}"
