@@ -23,7 +23,7 @@ from streamtable import (
     StoreQueryParameters,
     StreamsBuilder,
 )
-from streamtable.errors import InvalidStateStoreException
+from streamtable.errors import InvalidStateStoreException, TopologyError
 from streamtable.runtime.kafka_admin import KafkaAdmin
 
 S, L = Serdes.string(), Serdes.long()
@@ -148,3 +148,26 @@ def test_named_stores_answer_queries_while_the_application_runs(
         [f"{app.config.application_id}-{s}-changelog" for s in ("click-counts", "profiles")]
     )
     assert set(changelogs.values()) == {2}, changelogs  # one partition per input partition
+
+
+def test_a_changelog_topic_with_another_partition_count_is_refused_with_the_reset_command(
+    kafka_broker, spark, topic_name, app_config
+):
+    bs = kafka_broker.bootstrap_servers
+    src, out = topic_name("clicks"), topic_name("out")
+    config = app_config()
+    changelog = f"{config['application.id']}-click-counts-changelog"
+    ensure_topics(bs, {src: 2, out: 1, changelog: 1})
+    b = StreamsBuilder()
+    b.stream(src, key_serde=S, value_serde=L).group_by_key().count(
+        name="click-counts"
+    ).to_stream().to(out, key_serde=S, value_serde=L)
+    app = KafkaStreams(b.build(), config)
+    with pytest.raises(
+        TopologyError,
+        match=rf"Changelog topic '{changelog}' of store 'click-counts' has 1 partitions, but the "
+        r"topology needs 2 .* Kafka Streams refuses such a topic too: reset the application "
+        r"\(`streamtable reset`",
+    ):
+        app.start()
+    assert app.state.value != "RUNNING"

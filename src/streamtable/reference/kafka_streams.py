@@ -252,22 +252,36 @@ def describe_reference(topology: str, params: Mapping[str, str]) -> str:
         If the Java process fails (the message holds its output).
     """
     _check_params(topology, params)
+    return _run_java(
+        _MAIN_CLASS,
+        ["--topology", topology, "--describe", "true"],
+        params,
+        f"Kafka Streams describe of {topology!r}",
+    )
+
+
+def _run_java(main_class: str, args: list[str], params: Mapping[str, str], what: str) -> str:
+    """Run ``main_class`` of the reference classes with ``args`` and ``--param k=v`` per
+    entry of ``params``; its stdout.
+
+    Raises
+    ------
+    RuntimeError
+        If the process fails; ``what`` names it, and the message holds its output.
+    """
     cmd = [
         jars.java_executable(),
         "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
         "-cp",
         os.pathsep.join(map(str, classpath())),
-        _MAIN_CLASS,
-        *("--topology", topology, "--describe", "true"),
+        main_class,
+        *args,
     ]
     for key, value in params.items():
         cmd += ["--param", f"{key}={value}"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=_TOOL_TIMEOUT_S)
     if proc.returncode != 0:
-        raise RuntimeError(
-            f"Kafka Streams describe of {topology!r} failed ({proc.returncode}):\n"
-            f"{proc.stdout}{proc.stderr}"
-        )
+        raise RuntimeError(f"{what} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
     return proc.stdout
 
 
@@ -324,24 +338,14 @@ def drive_reference(
         for topic, key, value, ts in records:
             f.write(json.dumps({"topic": topic, "key": b64(key), "value": b64(value), "ts": ts}))
             f.write("\n")
-    cmd = [
-        jars.java_executable(),
-        "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-        "-cp",
-        os.pathsep.join(map(str, classpath())),
+    stdout = _run_java(
         "io.streamtable.reference.ReferenceDriver",
-        *("--topology", topology, "--input", str(source), "--output", output),
-    ]
-    for key, value in params.items():
-        cmd += ["--param", f"{key}={value}"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=_TOOL_TIMEOUT_S)
-    if proc.returncode != 0:
-        raise RuntimeError(
-            f"Kafka Streams' TopologyTestDriver on {topology!r} failed ({proc.returncode}):\n"
-            f"{proc.stdout}{proc.stderr}"
-        )
+        ["--topology", topology, "--input", str(source), "--output", output],
+        params,
+        f"Kafka Streams' TopologyTestDriver on {topology!r}",
+    )
     out = []
-    for line in proc.stdout.splitlines():
+    for line in stdout.splitlines():
         if line.strip():
             r = json.loads(line)
             unb64 = lambda v: None if v is None else base64.b64decode(v)  # noqa: E731

@@ -30,16 +30,14 @@ def ensure_changelog_topics(admin: KafkaAdmin, changelogs: Mapping[str, Changelo
     """
     if not changelogs:
         return
-    existing = admin.topic_partitions([c.topic for c in changelogs.values()])
-    for c in changelogs.values():
-        have = existing.get(c.topic)
-        if have is None:
-            admin.ensure_internal_topic(c.topic, c.partitions, CHANGELOG_TOPIC_CONFIG)
-        elif have != c.partitions:
-            raise TopologyError(
-                f"Changelog topic {c.topic!r} of store {c.store!r} has {have} partitions, but "
-                f"the topology needs {c.partitions} (the most partitions of the topics its "
-                "sub-topology reads). Kafka Streams refuses such a topic too: reset the "
-                "application (`streamtable reset`, which deletes its internal topics) or "
-                "restore the partition counts."
-            )
+    by_topic = {c.topic: c for c in changelogs.values()}
+    topics = {c.topic: c.partitions for c in changelogs.values()}
+    for topic, have in admin.ensure_internal_topics(topics, CHANGELOG_TOPIC_CONFIG).items():
+        c = by_topic[topic]
+        raise TopologyError(
+            f"Changelog topic {c.topic!r} of store {c.store!r} has {have} partitions, but "
+            f"the topology needs {c.partitions} (the most partitions of the topics its "
+            "sub-topology reads). Kafka Streams refuses such a topic too: reset the "
+            "application (`streamtable reset`, which deletes its internal topics) or "
+            "restore the partition counts."
+        )

@@ -211,6 +211,32 @@ class KafkaAdmin:
                 "active members cannot be changed: stop its consumers first."
             ) from None
 
+    def ensure_internal_topics(
+        self, topics: Mapping[str, int], config: Mapping[str, str]
+    ) -> dict[str, int]:
+        """Create the internal ``topics`` (``{name: partitions}``) that do not exist yet.
+
+        Returns
+        -------
+        dict
+            ``{name: partitions it has}`` of the topics that exist with another partition
+            count (Kafka Streams refuses to start then; the caller says what to do).
+
+        Raises
+        ------
+        StreamtableError
+            If a topic cannot be created.
+        """
+        existing = self.topic_partitions(topics)
+        wrong = {}
+        for name, partitions in topics.items():
+            have = existing.get(name)
+            if have is None:
+                self.ensure_internal_topic(name, partitions, config)
+            elif have != partitions:
+                wrong[name] = have
+        return wrong
+
     def ensure_internal_topic(
         self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None
     ) -> None:

@@ -44,19 +44,14 @@ def ensure_repartition_topics(admin: KafkaAdmin, topics: Mapping[str, int]) -> N
     """
     if not topics:
         return
-    existing = admin.topic_partitions(topics)
-    for name, partitions in topics.items():
-        have = existing.get(name)
-        if have is None:
-            admin.ensure_internal_topic(name, partitions, REPARTITION_TOPIC_CONFIG)
-        elif have != partitions:
-            raise TopologyError(
-                f"Repartition topic {name!r} has {have} partitions, but the topology needs "
-                f"{partitions} (the most partitions of the topics feeding it, or "
-                "repartition(num_partitions=...)). Kafka Streams refuses such a topic too: "
-                "reset the application (`streamtable reset`, which deletes its internal topics) "
-                "or restore the partition counts."
-            )
+    for name, have in admin.ensure_internal_topics(topics, REPARTITION_TOPIC_CONFIG).items():
+        raise TopologyError(
+            f"Repartition topic {name!r} has {have} partitions, but the topology needs "
+            f"{topics[name]} (the most partitions of the topics feeding it, or "
+            "repartition(num_partitions=...)). Kafka Streams refuses such a topic too: "
+            "reset the application (`streamtable reset`, which deletes its internal topics) "
+            "or restore the partition counts."
+        )
 
 
 class RepartitionPurger:
