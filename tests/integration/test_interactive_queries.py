@@ -78,6 +78,9 @@ def test_named_stores_answer_queries_while_the_application_runs(
         out, key_serde=S, value_serde=S
     )
     grouped.count().to_stream().to(out, key_serde=S, value_serde=L)  # unnamed: not queryable
+    # named, but read by nothing downstream: materialized anyway, as in Kafka Streams
+    b.table(profiles, key_serde=S, value_serde=S, name="profiles-only")
+    grouped.count(name="bare-counts")
     app = KafkaStreams(b.build(), app_config(**{"processing.guarantee": guarantee}))
 
     with pytest.raises(InvalidStateStoreException, match="not RUNNING. Call start"):
@@ -114,6 +117,12 @@ def test_named_stores_answer_queries_while_the_application_runs(
         assert [k for k, _ in counts.prefix_scan("u1")] == ["u10", "u11"]
         assert [k for k, _ in counts.reverse_all()] == sorted(want_counts, reverse=True)
         assert levels.all() == [(f"u{i:02d}", f"level-{i}") for i in range(6)]
+        bare = app.store(StoreQueryParameters.from_name_and_type("bare-counts", KV))
+        bare.wait_for(bound, timeout=timedelta(minutes=1))
+        assert bare.all() == sorted(want_counts.items())
+        only = app.store(StoreQueryParameters.from_name_and_type("profiles-only", KV))
+        only.wait_for(PositionBound.at(last_offsets(bs, profiles, 2)), timeout=timedelta(minutes=1))
+        assert only.all() == levels.all()
 
         # more input: a profile deleted (tombstone), one changed, more clicks
         second = clicks(60, 5_000)

@@ -33,6 +33,7 @@ from streamtable.compiler.lower.source import lower_source
 from streamtable.compiler.lower.suppress import lower_suppress
 from streamtable.compiler.lower.table import (
     lower_table_aggregate,
+    lower_table_changes,
     lower_table_op_upserts,
     lower_table_upserts,
 )
@@ -230,6 +231,24 @@ class Lowerer:
             reads_internal=self._internal_inputs(node.name),
         )
 
+    def store_only(self, node: Node) -> QueryPlan:
+        """The query keeping queryable store ``node`` (and its changelog) when nothing
+        downstream reads it; it writes nothing else.
+        """
+        if isinstance(node, TableSourceNode):
+            frame = lower_table_changes(self, node.name)
+        else:
+            frame = self.lower(node.name)
+        mode = "update" if frame.stateful else "append"
+        return QueryPlan(
+            node.name,
+            frame.df,
+            "noop",
+            mode,
+            self._encoding(),
+            reads_internal=self._internal_inputs(node.name),
+        )
+
     def _internal_inputs(self, name: str) -> tuple[str, ...]:
         """The internal repartition topics read by the sources above node ``name``."""
         topics: dict[str, None] = {}
@@ -312,4 +331,23 @@ def compile_topology(topology: Topology, ctx: CompileContext) -> list[QueryPlan]
             plans.append(Lowerer(ctx, node.name).sink(node))
         elif isinstance(node, RecordOpNode) and node.terminal:
             plans.append(Lowerer(ctx, node.name).foreach(node))
+    plans += _store_only_plans(ctx, graph.nodes)
+    return plans
+
+
+def _store_only_plans(ctx: CompileContext, nodes: tuple[Node, ...]) -> list[QueryPlan]:
+    """A query for each queryable key-value store that no query holds (a named table or
+    aggregation nothing downstream reads): Kafka Streams materializes such a store anyway, so
+    interactive queries can read it. Window and session stores are not queryable yet.
+    Not in the TopologyTestDriver, which reads stores from the queries' checkpoints.
+    """
+    plans = []
+    for node in nodes:
+        store = getattr(node, "store_name", "")
+        if not getattr(node, "queryable", False) or store in ctx.changelogs:
+            continue
+        if isinstance(node, AggregateNode) and node.windows is not None:
+            ctx.unlogged.setdefault(store, "window and session stores are not queryable yet")
+        elif store not in ctx.unlogged and ctx.capture_dir is None:
+            plans.append(Lowerer(ctx, node.name).store_only(node))
     return plans
