@@ -16,14 +16,31 @@ from streamtable.errors import StreamtableError
 
 @contextlib.contextmanager
 def kafka_cluster(bootstrap_servers: str | None) -> Iterator[str]:
-    """Yield ``bootstrap_servers``; start an embedded broker (stopped afterwards) when None."""
+    """Yield ``bootstrap_servers``; start an embedded broker (stopped afterwards) when None.
+
+    Spark is stopped before the embedded broker: its Python workers keep Kafka clients between
+    micro-batches (the exactly-once writer's, the changelog writers'), which would otherwise
+    log the broker's disappearance on the console.
+    """
     if bootstrap_servers:
         yield bootstrap_servers
         return
     from streamtable.broker import EmbeddedKafka
 
     with EmbeddedKafka() as kafka:
-        yield kafka.bootstrap_servers
+        try:
+            yield kafka.bootstrap_servers
+        finally:
+            _stop_spark()
+
+
+def _stop_spark() -> None:
+    """Stop the process's Spark context, if one runs (its Python workers exit with it)."""
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    if sc is not None:
+        sc.stop()
 
 
 def ensure_topics(
