@@ -35,12 +35,17 @@ def kafka_cluster(bootstrap_servers: str | None) -> Iterator[str]:
 
 
 def _stop_spark() -> None:
-    """Stop the process's Spark context, if one runs (its Python workers exit with it)."""
+    """Stop the process's Spark context, if one runs (its Python workers exit with it), and
+    the Kafka clients this process cached for foreachBatch writers.
+    """
     from pyspark import SparkContext
+
+    from streamtable.runtime.task_output import close_cached_clients
 
     sc = SparkContext._active_spark_context
     if sc is not None:
         sc.stop()
+    close_cached_clients()
 
 
 def ensure_topics(
