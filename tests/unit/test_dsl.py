@@ -155,7 +155,11 @@ def test_split_routes_to_first_matching_branch():
             r"KGroupedStream.aggregate expects a callable taking \(key, value, aggregate\)",
         ),
         (lambda s: s.group_by_key().count(name="x y"), r"Illegal store name 'x y'"),
-        (lambda s: s.repartition(num_partitions=0), r"num_partitions must be positive; got 0"),
+        (
+            lambda s: s.repartition(num_partitions=0),
+            r"num_partitions must be positive; got 0 \(Kafka Streams refuses it too: "
+            r"'Number of partitions must be at least 1'\)",
+        ),
     ],
 )
 def test_bad_definitions_fail_at_definition_time(build, message):
@@ -167,14 +171,34 @@ def test_bad_definitions_fail_at_definition_time(build, message):
 def test_duplicate_names_are_refused():
     s = StreamsBuilder().stream("in")
     s.filter(lambda k, v: True, name="f")
-    with pytest.raises(TopologyError, match="The processor name 'f' is used twice"):
+    with pytest.raises(
+        TopologyError,
+        match=r"The processor name 'f' is used twice.*\(Kafka Streams refuses it too: "
+        r"'Processor \.\.\. is already added'\)",
+    ):
         s.filter(lambda k, v: True, name="f")
+    s.group_by_key().count(name="c")
+    with pytest.raises(
+        TopologyError, match=r"store name 'c' is used twice.*'A different StateStore has already"
+    ):
+        s.group_by_key().count(name="c")
+    # Kafka Streams keeps the two namespaces apart; streamtable says it does not yet
+    with pytest.raises(
+        TopologyError,
+        match=r"store name 'f' is used twice.*Kafka Streams keeps processor and store names "
+        r"apart, streamtable does not yet",
+    ):
+        s.group_by_key().count(name="f")
 
 
 def test_build_without_output_is_refused():
     b = StreamsBuilder()
     b.stream("in").filter(lambda k, v: True)
-    with pytest.raises(TopologyError, match=r"has no output: end it with KStream.to\(topic\)"):
+    with pytest.raises(
+        TopologyError,
+        match=r"has no output: end it with KStream.to\(topic\) or KStream.foreach\(fn\)\. "
+        r"\(Kafka Streams also runs a topology without one.*streamtable does not yet",
+    ):
         b.build()
 
 
@@ -183,30 +207,54 @@ def test_build_without_output_is_refused():
     [
         (
             lambda: TimeWindows.of_size_with_no_grace(timedelta(0)),
-            "size must be positive; got 0 ms",
+            r"size must be positive; got 0 ms \(Kafka Streams' TimeWindows.ofSizeAndGrace "
+            r"rejects it too\)",
         ),
         (
             lambda: TimeWindows.of_size_and_grace(timedelta(seconds=1), timedelta(seconds=-1)),
-            "grace must not be negative",
+            r"grace must not be negative; got -1000 ms \(Kafka Streams' "
+            r"TimeWindows.ofSizeAndGrace rejects it too\)",
         ),
         (
             lambda: TimeWindows.of_size_with_no_grace(timedelta(seconds=1)).advance_by(
                 timedelta(seconds=2)
             ),
-            "advance must be positive and at most the window size",
+            r"advance must be positive and at most the window size .*\(Kafka Streams' "
+            r"TimeWindows.advanceBy rejects it too\)",
         ),
-        (lambda: TimeWindows.of_size_with_no_grace("1h"), "must be a datetime.timedelta"),
+        (
+            lambda: TimeWindows.of_size_with_no_grace("1h"),
+            r"must be a datetime.timedelta .*Kafka Streams takes a java.time.Duration",
+        ),
         (
             lambda: SlidingWindows.of_time_difference_with_no_grace(timedelta(0)),
-            "SlidingWindows time difference must be positive; got 0 ms",
+            r"SlidingWindows time difference must be positive; got 0 ms \(Kafka Streams "
+            r"accepts 0 .*streamtable does not yet",
+        ),
+        (
+            lambda: SlidingWindows.of_time_difference_with_no_grace(-1),
+            r"SlidingWindows time difference must be positive; got -1 ms \(Kafka Streams' "
+            r"SlidingWindows.ofTimeDifferenceAndGrace rejects it too\)",
         ),
         (
             lambda: SlidingWindows.of_time_difference_and_grace(1000, -1),
-            "SlidingWindows grace must not be negative; got -1 ms",
+            r"SlidingWindows grace must not be negative; got -1 ms \(Kafka Streams' "
+            r"SlidingWindows.ofTimeDifferenceAndGrace rejects it too\)",
         ),
         (
             lambda: SessionWindows.of_inactivity_gap_with_no_grace(-5),
-            "SessionWindows inactivity gap must be positive; got -5 ms",
+            r"SessionWindows inactivity gap must be positive; got -5 ms \(Kafka Streams' "
+            r"SessionWindows.ofInactivityGapAndGrace rejects it too\)",
+        ),
+        (
+            lambda: JoinWindows.of_time_difference_with_no_grace(-1),
+            r"JoinWindows time difference must not be negative; got -1 ms \(Kafka Streams' "
+            r"JoinWindows.ofTimeDifferenceAndGrace rejects it too\)",
+        ),
+        (
+            lambda: JoinWindows.of_time_difference_with_no_grace(5).before(-6),
+            r"before \+ after must not be negative; got before -6 ms, after 5 ms \(Kafka "
+            r"Streams' JoinWindows.before rejects it too\)",
         ),
         (
             lambda: SessionWindows.of_inactivity_gap_and_grace(timedelta(hours=1), -1),
@@ -214,13 +262,15 @@ def test_build_without_output_is_refused():
         ),
         (
             lambda: Suppressed.until_time_limit(timedelta(seconds=-1)),
-            "time_to_wait must not be negative",
+            r"time_to_wait must not be negative; got -1000 ms \(Kafka Streams does not check "
+            r"it.*pass 0",
         ),
         (
             lambda: Suppressed.until_window_closes(
                 BufferConfig.max_records(5).emit_early_when_full()
             ),
-            "until_window_closes needs a strict buffer",
+            r"until_window_closes needs a strict buffer.*untilWindowCloses takes only a "
+            r"StrictBufferConfig",
         ),
         (lambda: BufferConfig.max_bytes(0), "BufferConfig.max_bytes must be a positive int"),
     ],
@@ -263,10 +313,19 @@ def _counts(windows=None):
 
 
 def test_suppress_until_window_closes_needs_a_windowed_aggregation():
-    with pytest.raises(TopologyError, match="until_window_closes needs a windowed table"):
+    with pytest.raises(
+        TopologyError,
+        match=r"until_window_closes needs a windowed table.*\(Kafka Streams refuses it too: "
+        r"'Window close time is only defined for windowed computations'\)",
+    ):
         _counts().count(name="c").suppress(Suppressed.until_window_closes())
     table = _counts(TimeWindows.of_size_with_no_grace(1000)).count(name="c")
-    with pytest.raises(TopologyError, match="must follow the windowed aggregation directly"):
+    # a streamtable limitation: the message says Kafka Streams accepts it
+    with pytest.raises(
+        TopologyError,
+        match=r"must follow the windowed aggregation directly.*Kafka Streams also accepts "
+        r"operators in between.*streamtable does not yet: apply suppress\(\) first",
+    ):
         table.filter(lambda k, v: v > 1).suppress(Suppressed.until_window_closes())
     with pytest.raises(TopologyError, match="expects a Suppressed"):
         table.suppress("final")
@@ -275,15 +334,23 @@ def test_suppress_until_window_closes_needs_a_windowed_aggregation():
 
 
 def test_windowed_aggregation_arguments_are_checked_at_definition():
-    with pytest.raises(TopologyError, match="needs merger=fn"):
+    with pytest.raises(TopologyError, match=r"needs merger=fn.*requires a Merger too"):
         _counts(SessionWindows.of_inactivity_gap_with_no_grace(1000)).aggregate(
             lambda: 0, lambda k, v, a: a + 1
         )
-    with pytest.raises(TopologyError, match="retention must be at least .* 1500 ms; got 1000 ms"):
+    with pytest.raises(
+        TopologyError,
+        match=r"retention must be at least .* 1500 ms; got 1000 ms \(Kafka Streams' window and "
+        r"session stores refuse a shorter one too\)",
+    ):
         _counts(TimeWindows.of_size_and_grace(1000, 500)).count(retention=1000)
     with pytest.raises(TopologyError, match="retention must be at least .* 2500 ms"):
         _counts(SlidingWindows.of_time_difference_and_grace(1000, 500)).count(retention=2000)
-    with pytest.raises(TopologyError, match="retention applies to windowed aggregations only"):
+    with pytest.raises(
+        TopologyError,
+        match=r"retention applies to windowed aggregations only.*Materialized.withRetention.*"
+        r"drop retention=",
+    ):
         _counts().count(retention=timedelta(hours=1))
     with pytest.raises(
         TopologyError,
@@ -292,3 +359,39 @@ def test_windowed_aggregation_arguments_are_checked_at_definition():
         _counts().windowed_by(JoinWindows.of_time_difference_with_no_grace(10))
     with pytest.raises(TopologyError, match="late_records_topic"):
         _counts().windowed_by(TimeWindows.of_size_with_no_grace(10), late_records_topic="bad topic")
+
+
+def test_windowed_table_limitations_say_kafka_streams_supports_them():
+    windowed = _counts(TimeWindows.of_size_with_no_grace(1000)).count(name="w")
+    other = windowed.filter(lambda k, v: True)
+    with pytest.raises(
+        TopologyError,
+        match=r"Joins of windowed tables are not supported yet \(Kafka Streams joins KTables "
+        r"keyed by Windowed like any other\): join the input streams",
+    ):
+        windowed.join(other, lambda a, b: a)
+    with pytest.raises(
+        TopologyError,
+        match=r"KTable.group_by on a windowed table is not supported yet \(Kafka Streams groups "
+        r"a windowed KTable like any other\); use to_stream\(\).group_by",
+    ):
+        windowed.group_by(lambda k, v: (k.key, v))
+
+
+def test_stream_definition_errors_name_kafka_streams_behaviour():
+    b = StreamsBuilder()
+    with pytest.raises(
+        TopologyError, match=r"needs at least one topic \(Kafka Streams refuses it too"
+    ):
+        b.stream([])
+    with pytest.raises(
+        TopologyError, match=r"'earliest' or 'latest'; got 'none'\. .*none\(\) and byDuration"
+    ):
+        b.stream("in", auto_offset_reset="none")
+    with pytest.raises(TopologyError, match=r"Kafka refuses it with InvalidTopicException"):
+        b.stream("bad topic")
+    with pytest.raises(
+        TopologyError,
+        match=r"The topology is empty.*'Topology has no stream threads and no global threads'",
+    ):
+        StreamsBuilder().build()

@@ -325,6 +325,7 @@ def test_reset_command_and_incompatible_restart_message(tmp_path):
         "run `streamtable reset --application-id app --bootstrap-servers k:9092 "
         f"--input-topics a,b --state-dir '{tmp_path / 'x y'}'`"
     ) in str(err.value)
+    assert "Kafka Streams, too, needs an application reset" in str(err.value)
 
 
 # --------------------------------------------------------------------------- group offsets

@@ -115,7 +115,11 @@ def test_field_timestamp_before_1970_is_negative_so_invalid():
         (lambda: FieldTimestamp("t", unit="us"), "unit must be 'ms' or 's'; got 'us'"),
         (lambda: FieldTimestamp(""), "field must be a non-empty str"),
         (lambda: FieldTimestamp(3), "field must be a non-empty str; got 3"),
-        (lambda: FieldTimestamp("t", on_invalid="drop"), "on_invalid must be 'skip', 'fail'"),
+        (
+            lambda: FieldTimestamp("t", on_invalid="drop"),
+            r"on_invalid must be 'skip', 'fail'.*Kafka Streams' LogAndSkipOnInvalidTimestamp "
+            r"and FailOnInvalidTimestamp",
+        ),
         (lambda: RecordTimestamp(on_invalid="continue"), "RecordTimestamp: on_invalid must"),
         (lambda: WallclockTimestamp(on_invalid=1), "got 1"),
     ],

@@ -130,8 +130,9 @@ def test_retention_shorter_than_size_plus_grace_is_refused():
 @pytest.mark.parametrize(
     ("size", "grace", "message"),
     [
-        (0, 0, r"Bad.size\(\) must be positive; got 0 ms"),
-        (10, -1, r"Bad.grace_period\(\) must not be negative; got -1 ms"),
+        (0, 0, r"Bad.size\(\) must be positive; got 0 ms \(Kafka Streams accepts a zero size"),
+        (-1, 0, r"Bad.size\(\) must be positive; got -1 ms.*'windowSize cannot be negative'"),
+        (10, -1, r"Bad.grace_period\(\) must not be negative; got -1 ms \(Kafka Streams refuses"),
         ("1d", 0, r"Bad.size\(\) must be a datetime.timedelta \(or int ms\); got '1d'"),
     ],
 )

@@ -141,7 +141,11 @@ class Lowerer:
             return lower_table_aggregate(self, node)
         if isinstance(node, JoinNode):
             return lower_join(self, node)
-        raise TopologyError(f"Cannot compile node {name!r} of type {type(node).__name__}.")
+        raise TopologyError(
+            f"Cannot compile node {name!r} of type {type(node).__name__}: a streamtable bug, "
+            "please report it (Kafka Streams' topology builder fails likewise on a node it "
+            "does not know: 'Unknown definition class')."
+        )
 
     def _aggregate(self, node: AggregateNode, *, emit_final: SuppressSpec | None = None) -> Frame:
         gk = group_key_codec(self.ctx, node)

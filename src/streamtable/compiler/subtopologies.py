@@ -222,8 +222,9 @@ def cut_topology(
             raise TopologyError(
                 f"Repartition topic {cut.topic!r} (before {cut.source!r}) is also a source or "
                 "sink topic of the topology. Kafka Streams names repartition topics "
-                "<application.id>-<name>-repartition: choose another name= for the grouping "
-                "or repartition, or another application.id."
+                "<application.id>-<name>-repartition too, but does not check this (both "
+                "would share the topic): choose another name= for the grouping or "
+                "repartition, or another application.id."
             )
     if not cuts:
         return graph, []
@@ -259,7 +260,9 @@ def _serdes(
             raise TopologyError(
                 f"{what_op} starts a sub-topology because {cut.reason}: its input goes "
                 f"through the repartition topic {cut.topic!r}, which needs a {what} serde. "
-                f"Pass {what}_serde= to {where}, or set 'default.{what}.serde' in the config."
+                f"Pass {what}_serde= to {where}, or set 'default.{what}.serde' in the config "
+                f"(Kafka Streams fails too: ConfigException 'Please specify a {what} serde "
+                "...')."
             )
         out.append(serde)
     return out[0], out[1]

@@ -30,7 +30,8 @@ def check_callable(fn: object, operation: str, params: str, nargs: int) -> Calla
     """
     if not callable(fn):
         raise TopologyError(
-            f"{operation} expects a callable taking ({params}); got {type(fn).__name__} {fn!r}."
+            f"{operation} expects a callable taking ({params}); got {type(fn).__name__} {fn!r} "
+            "(in Kafka Streams the Java compiler refuses it too)."
         )
     try:
         sig = inspect.signature(fn)
@@ -41,6 +42,7 @@ def check_callable(fn: object, operation: str, params: str, nargs: int) -> Calla
     except TypeError:
         raise TopologyError(
             f"{operation} expects a callable taking ({params}), i.e. {nargs} positional "
-            f"argument(s); {describe_callable(fn)} has signature {sig}."
+            f"argument(s); {describe_callable(fn)} has signature {sig} (in Kafka Streams the "
+            "Java compiler refuses a function of another arity too)."
         ) from None
     return fn

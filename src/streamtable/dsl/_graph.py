@@ -27,14 +27,19 @@ class GraphBuilder:
         if self.built:
             raise TopologyError(
                 "This StreamsBuilder has already been built; create a new StreamsBuilder "
-                "for another topology."
+                "for another topology. (Kafka Streams does not check this, but its build() "
+                "returns the builder's one Topology, which later additions would change; "
+                "streamtable topologies are immutable.)"
             )
         known = {n.name for n in self._nodes}
         for p in node.parents:
             if p not in known:
                 raise TopologyError(
                     f"Operator {node.name!r} refers to {p!r}, which belongs to another "
-                    "StreamsBuilder; streams and tables of different builders cannot be mixed."
+                    "StreamsBuilder; streams and tables of different builders cannot be mixed "
+                    "(Kafka Streams does not check this: its builder leaves such an operator "
+                    "out, or fails with 'Predecessor processor ... is not added yet'). Define "
+                    "them with one builder."
                 )
         self._nodes.append(node)
         return node

@@ -99,13 +99,17 @@ class StreamsBuilder:
         """
         topic_list = (topics,) if isinstance(topics, str) else tuple(topics)
         if not topic_list:
-            raise TopologyError("StreamsBuilder.stream needs at least one topic.")
+            raise TopologyError(
+                "StreamsBuilder.stream needs at least one topic (Kafka Streams refuses it "
+                "too: 'You must provide at least one topic')."
+            )
         for t in topic_list:
             _check_topic(t, "StreamsBuilder.stream")
         if auto_offset_reset not in (None, "earliest", "latest"):
             raise TopologyError(
                 f"StreamsBuilder.stream: auto_offset_reset must be 'earliest' or 'latest'; "
-                f"got {auto_offset_reset!r}."
+                f"got {auto_offset_reset!r}. Kafka Streams' AutoOffsetReset also has none() "
+                "and byDuration(), which streamtable does not support yet."
             )
         if timestamp_extractor is not None:
             check_callable(
@@ -169,7 +173,10 @@ class StreamsBuilder:
         if history_retention is not None:
             retention = to_millis(history_retention, "history_retention")
             if retention < 0:
-                raise TopologyError(f"history_retention must not be negative; got {retention} ms.")
+                raise TopologyError(
+                    f"history_retention must not be negative; got {retention} ms (Kafka "
+                    "Streams' Stores.persistentVersionedKeyValueStore refuses it too)."
+                )
         node_name = self._add_table(
             "table", topic, key_serde, value_serde, name, history_retention_ms=retention
         )
@@ -252,15 +259,21 @@ class StreamsBuilder:
         Traceback (most recent call last):
             ...
         streamtable.errors.TopologyError: The topology has no output: end it with
-        KStream.to(topic) or KStream.foreach(fn).
+        KStream.to(topic) or KStream.foreach(fn). ...
         """
         nodes = self._graph.nodes()
         if not nodes:
-            raise TopologyError("The topology is empty: add a stream with StreamsBuilder.stream().")
+            raise TopologyError(
+                "The topology is empty: add a stream with StreamsBuilder.stream() (Kafka "
+                "Streams refuses it too: 'Topology has no stream threads and no global "
+                "threads')."
+            )
         terminal = [n for n in nodes if isinstance(n, SinkNode) or getattr(n, "terminal", False)]
         if not terminal:
             raise TopologyError(
-                "The topology has no output: end it with KStream.to(topic) or KStream.foreach(fn)."
+                "The topology has no output: end it with KStream.to(topic) or "
+                "KStream.foreach(fn). (Kafka Streams also runs a topology without one, e.g. "
+                "to serve its stores to interactive queries; streamtable does not yet.)"
             )
         topology = Topology(nodes)
         check_topic_cycles(topology.graph)

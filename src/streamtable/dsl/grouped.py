@@ -185,7 +185,8 @@ class _Aggregations:
         if isinstance(self._windows, SessionWindowSpec) and merger is None:
             raise TopologyError(
                 "SessionWindowedKStream.aggregate needs merger=fn(key, agg1, agg2) to combine "
-                "the aggregates of sessions that a record merges (Kafka Streams' Merger)."
+                "the aggregates of sessions that a record merges (Kafka Streams' "
+                "SessionWindowedKStream.aggregate requires a Merger too)."
             )
         agg = Aggregation(initializer, aggregator, merger=merger)
         return self._aggregate(agg, name, "AGGREGATE", retention)
@@ -197,7 +198,8 @@ class _Aggregations:
         if w is None:
             raise TopologyError(
                 f"{self._kind}: retention applies to windowed aggregations only; an unwindowed "
-                "aggregate keeps every key."
+                "aggregate keeps every key (Kafka Streams' Materialized.withRetention, too, is "
+                "for window and session stores, and ignored otherwise): drop retention=."
             )
         ms = to_millis(retention, f"{self._kind} retention")
         minimum = default_retention_ms(w)
@@ -205,7 +207,7 @@ class _Aggregations:
             raise TopologyError(
                 f"{self._kind} retention must be at least the window size (session gap; "
                 f"sliding windows: twice the time difference) plus grace, {minimum} ms; got "
-                f"{ms} ms."
+                f"{ms} ms (Kafka Streams' window and session stores refuse a shorter one too)."
             )
         return ms
 
@@ -339,7 +341,9 @@ class KGroupedStream(_Aggregations):
         if not isinstance(windows, TimeWindows | SlidingWindows | SessionWindows | Windows):
             raise TopologyError(
                 "KGroupedStream.windowed_by expects TimeWindows, SlidingWindows, "
-                f"SessionWindows or a Windows subclass; got {type(windows).__name__}."
+                f"SessionWindows or a Windows subclass; got {type(windows).__name__} (Kafka "
+                "Streams' windowedBy takes the same kinds; a JoinWindows fails there with "
+                "UnsupportedOperationException)."
             )
         if late_records_topic is not None:
             from streamtable.dsl.kstream import _check_topic

@@ -263,13 +263,17 @@ class KStream:
         Traceback (most recent call last):
             ...
         streamtable.errors.TopologyError: KStream.merge: both streams must come from the same
-        StreamsBuilder.
+        StreamsBuilder (Kafka Streams does not check this: ...
         """
         if not isinstance(other, KStream):
-            raise TopologyError(f"KStream.merge expects a KStream; got {type(other).__name__}.")
+            raise TopologyError(
+                f"KStream.merge expects a KStream, as in Kafka Streams; got {type(other).__name__}."
+            )
         if other._graph is not self._graph:
             raise TopologyError(
-                "KStream.merge: both streams must come from the same StreamsBuilder."
+                "KStream.merge: both streams must come from the same StreamsBuilder (Kafka "
+                "Streams does not check this: its builder leaves the merge out, or fails with "
+                "'Predecessor processor ... is not added yet')."
             )
         node_name = self._graph.names.processor("KSTREAM", "MERGE", name)
         self._graph.add(MergeNode(node_name, (self._node_name, other._node_name)))
@@ -327,7 +331,8 @@ class KStream:
         """
         if num_partitions is not None and num_partitions <= 0:
             raise TopologyError(
-                f"KStream.repartition: num_partitions must be positive; got {num_partitions}."
+                f"KStream.repartition: num_partitions must be positive; got {num_partitions} "
+                "(Kafka Streams refuses it too: 'Number of partitions must be at least 1')."
             )
         base = name if name is not None else self._graph.names.processor("KSTREAM", "REPARTITION")
         topic, kafka_names = self._graph.stream_repartition(base)
@@ -522,8 +527,8 @@ class KStream:
             if len(args) != 2 or not isinstance(args[1], JoinWindows):
                 raise TopologyError(
                     f"KStream.{method}(stream, joiner, windows): a stream-stream join needs a "
-                    "joiner and JoinWindows, e.g. JoinWindows.of_time_difference_with_no_grace("
-                    "timedelta(minutes=5))."
+                    "joiner and JoinWindows, as in Kafka Streams, e.g. "
+                    "JoinWindows.of_time_difference_with_no_grace(timedelta(minutes=5))."
                 )
             joiner, jw = args
             windows = jw.spec()
@@ -536,7 +541,10 @@ class KStream:
                 right = repartition_for_join(self._graph, right, _suffixed(name, "-right", right))
         elif isinstance(other, KTable):
             if len(args) != 1:
-                raise TopologyError(f"KStream.{method}(table, joiner) takes one joiner.")
+                raise TopologyError(
+                    f"KStream.{method}(table, joiner) takes one joiner and no windows, as in "
+                    "Kafka Streams' stream-table joins."
+                )
             (joiner,) = args
             kind = JoinKind.STREAM_TABLE
             right = other.node_name
@@ -546,7 +554,8 @@ class KStream:
             if len(args) != 2:
                 raise TopologyError(
                     f"KStream.{method}(global_table, key_selector, joiner) takes a key "
-                    "selector and a joiner."
+                    "selector and a joiner, as Kafka Streams' KStream.join(GlobalKTable, "
+                    "KeyValueMapper, ValueJoiner) does."
                 )
             key_selector, joiner = args
             check_callable(key_selector, f"KStream.{method} key_selector", "key, value", 2)
@@ -554,8 +563,8 @@ class KStream:
             right = other.node_name  # the lookup key replaces co-partitioning
         else:
             raise TopologyError(
-                f"KStream.{method} joins a KStream, KTable or GlobalKTable; got "
-                f"{type(other).__name__}."
+                f"KStream.{method} joins a KStream, KTable or GlobalKTable, as in Kafka "
+                f"Streams; got {type(other).__name__}."
             )
         check_callable(joiner, f"KStream.{method} joiner", "value, other_value", 2)
         node = add_join(
@@ -696,7 +705,7 @@ def _check_topic(topic: object, operation: str) -> None:
     if not isinstance(topic, str) or not re.fullmatch(r"[a-zA-Z0-9._-]{1,249}", topic):
         raise TopologyError(
             f"{operation}: {topic!r} is not a legal Kafka topic name (1-249 characters from "
-            "a-z, A-Z, 0-9, '.', '_', '-')."
+            "a-z, A-Z, 0-9, '.', '_', '-'); Kafka refuses it with InvalidTopicException."
         )
 
 

@@ -200,8 +200,8 @@ class KTable:
 
         if not isinstance(suppressed, Suppressed):
             raise TopologyError(
-                f"KTable.suppress expects a Suppressed (e.g. Suppressed.until_window_closes()); "
-                f"got {type(suppressed).__name__}."
+                f"KTable.suppress expects a Suppressed (e.g. Suppressed.until_window_closes()), "
+                f"as in Kafka Streams; got {type(suppressed).__name__}."
             )
         spec = suppressed.spec()
         if spec.until_window_closes:
@@ -209,15 +209,18 @@ class KTable:
             if self._windows is None:
                 raise TopologyError(
                     f"Suppressed.until_window_closes needs a windowed table, but "
-                    f"{self._node_name!r} is not keyed by Windowed: apply it to the result of "
-                    "windowed_by(...).count()/reduce()/aggregate(), or use "
+                    f"{self._node_name!r} is not keyed by Windowed (Kafka Streams refuses it "
+                    "too: 'Window close time is only defined for windowed computations'): apply "
+                    "it to the result of windowed_by(...).count()/reduce()/aggregate(), or use "
                     "Suppressed.until_time_limit()."
                 )
             if not isinstance(parent, AggregateNode):
                 raise TopologyError(
                     f"Suppressed.until_window_closes must follow the windowed aggregation "
-                    f"directly, but {self._node_name!r} is a {type(parent).__name__}: apply "
-                    "suppress() first and filter/map the final results afterwards."
+                    f"directly, but {self._node_name!r} is a {type(parent).__name__}. Kafka "
+                    "Streams also accepts operators in between (it finds the grace period "
+                    "upstream); streamtable does not yet: apply suppress() first and "
+                    "filter/map the final results afterwards."
                 )
         # Kafka Streams (Suppressed.withName): a named suppression takes no index
         if name is None:
@@ -269,16 +272,18 @@ class KTable:
         >>> counts.group_by(lambda window, n: (window.key, n))
         Traceback (most recent call last):
             ...
-        streamtable.errors.TopologyError: KTable.group_by on a windowed table is not supported; use
-        to_stream().group_by(...) instead.
+        streamtable.errors.TopologyError: KTable.group_by on a windowed table is not supported
+        yet (Kafka Streams groups a windowed KTable like any other); use to_stream().group_by(...)
+        instead.
         """
         from streamtable.dsl.grouped_table import KGroupedTable
 
         check_callable(selector, "KTable.group_by", "key, value", 2)
         if self._windows is not None:
             raise TopologyError(
-                "KTable.group_by on a windowed table is not supported; use "
-                "to_stream().group_by(...) instead."
+                "KTable.group_by on a windowed table is not supported yet (Kafka Streams "
+                "groups a windowed KTable like any other); use to_stream().group_by(...) "
+                "instead."
             )
         # Kafka Streams names the selector after the grouping (Grouped.as); the repartition
         # comes with the aggregation (KGroupedTableImpl)
@@ -450,11 +455,16 @@ class KTable:
         method = _method(join_type)
         if not isinstance(other, KTable):
             raise TopologyError(
-                f"KTable.{method} joins another KTable; got {type(other).__name__}."
+                f"KTable.{method} joins another KTable, as in Kafka Streams; got "
+                f"{type(other).__name__}."
             )
         check_callable(joiner, f"KTable.{method} joiner", "left_value, right_value", 2)
         if self._windows is not None or other._windows is not None:
-            raise TopologyError("Joins of windowed tables are not supported.")
+            raise TopologyError(
+                "Joins of windowed tables are not supported yet (Kafka Streams joins KTables "
+                "keyed by Windowed like any other): join the input streams with "
+                "KStream.join(..., JoinWindows) before aggregating instead."
+            )
         if foreign_key_extractor is not None:
             check_callable(
                 foreign_key_extractor, f"KTable.{method} foreign_key_extractor", "value", 1

@@ -83,7 +83,10 @@ class BufferConfig:
 
 def _positive(n: int, argument: str) -> int:
     if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
-        raise TopologyError(f"{argument} must be a positive int; got {n!r}.")
+        raise TopologyError(
+            f"{argument} must be a positive int; got {n!r} (Kafka Streams' BufferConfig does "
+            "not check its long, but a bound below 1 overflows on the first record)."
+        )
     return n
 
 
@@ -118,7 +121,8 @@ class Suppressed:
             raise TopologyError(
                 "Suppressed.until_window_closes needs a strict buffer: use "
                 "BufferConfig.unbounded() or ....shut_down_when_full(), not "
-                "emit_early_when_full() (a final result cannot be emitted early)."
+                "emit_early_when_full() (a final result cannot be emitted early; Kafka "
+                "Streams' untilWindowCloses takes only a StrictBufferConfig too)."
             )
         return cls(SuppressSpec(True, 0, cfg.records, cfg.bytes, False))
 
@@ -138,7 +142,9 @@ class Suppressed:
         ms = to_millis(time_to_wait, "Suppressed.until_time_limit time_to_wait")
         if ms < 0:
             raise TopologyError(
-                f"Suppressed.until_time_limit time_to_wait must not be negative; got {ms} ms."
+                f"Suppressed.until_time_limit time_to_wait must not be negative; got {ms} ms "
+                "(Kafka Streams does not check it, and a negative wait acts as 0): pass 0 to "
+                "emit every update at once."
             )
         cfg = buffer_config or BufferConfig.unbounded()
         return cls(SuppressSpec(False, ms, cfg.records, cfg.bytes, cfg.emit_early))

@@ -55,6 +55,10 @@ MAX_TIMESTAMP = 2**63 - 1
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MS = timedelta(milliseconds=1)
 _UNITS = {"ms": 1, "s": 1000}
+_EXTENSION = (
+    "FieldTimestamp is a streamtable extension: in Kafka Streams you write this "
+    "TimestampExtractor yourself"
+)
 
 
 def _check_policy(on_invalid: object, owner: str) -> str | None:
@@ -62,7 +66,8 @@ def _check_policy(on_invalid: object, owner: str) -> str | None:
         return on_invalid  # type: ignore[return-value]
     raise TopologyError(
         f"{owner}: on_invalid must be 'skip', 'fail' or None (use the config's "
-        f"'streamtable.invalid.timestamp.policy'); got {on_invalid!r}."
+        f"'streamtable.invalid.timestamp.policy'); got {on_invalid!r}. 'skip' and 'fail' are "
+        "Kafka Streams' LogAndSkipOnInvalidTimestamp and FailOnInvalidTimestamp."
     )
 
 
@@ -320,9 +325,13 @@ class FieldTimestamp(TimestampExtractor):
     def __init__(self, field: str, *, unit: str = "ms", on_invalid: str | None = None) -> None:
         super().__init__(on_invalid=on_invalid)
         if not isinstance(field, str) or not field:
-            raise TopologyError(f"FieldTimestamp: field must be a non-empty str; got {field!r}.")
+            raise TopologyError(
+                f"FieldTimestamp: field must be a non-empty str; got {field!r} ({_EXTENSION})."
+            )
         if unit not in _UNITS:
-            raise TopologyError(f"FieldTimestamp: unit must be 'ms' or 's'; got {unit!r}.")
+            raise TopologyError(
+                f"FieldTimestamp: unit must be 'ms' or 's'; got {unit!r} ({_EXTENSION})."
+            )
         self.field = field
         self.unit = unit
 

@@ -132,7 +132,17 @@ class Windows(ABC):
         size_ms = to_millis(self.size(), f"{name}.size()")
         grace_ms = to_millis(self.grace_period(), f"{name}.grace_period()")
         if size_ms <= 0:
-            raise TopologyError(f"{name}.size() must be positive; got {size_ms} ms.")
+            kafka = (
+                "Kafka Streams' window store refuses it too: 'windowSize cannot be negative'"
+                if size_ms < 0
+                else "Kafka Streams accepts a zero size, streamtable does not yet: return a "
+                "positive one"
+            )
+            raise TopologyError(f"{name}.size() must be positive; got {size_ms} ms ({kafka}).")
         if grace_ms < 0:
-            raise TopologyError(f"{name}.grace_period() must not be negative; got {grace_ms} ms.")
+            raise TopologyError(
+                f"{name}.grace_period() must not be negative; got {grace_ms} ms (Kafka Streams "
+                "refuses it too: the window store's retention, size + grace, would be shorter "
+                "than the size)."
+            )
         return CustomWindowSpec(name, size_ms, grace_ms, self)

@@ -21,7 +21,10 @@ from streamtable.topology.nodes import (
 def to_millis(d: timedelta | int, argument: str) -> int:
     """A duration in whole milliseconds; ``argument`` names it in errors."""
     if isinstance(d, bool) or not isinstance(d, timedelta | int):
-        raise TopologyError(f"{argument} must be a datetime.timedelta (or int ms); got {d!r}.")
+        raise TopologyError(
+            f"{argument} must be a datetime.timedelta (or int ms); got {d!r} (Kafka Streams "
+            "takes a java.time.Duration and refuses null with IllegalArgumentException)."
+        )
     if isinstance(d, timedelta):
         return (d.days * 86_400_000) + (d.seconds * 1000) + (d.microseconds // 1000)
     return d
@@ -73,9 +76,15 @@ class TimeWindows:
         size_ms = to_millis(size, "TimeWindows size")
         grace_ms = to_millis(grace, "TimeWindows grace")
         if size_ms <= 0:
-            raise TopologyError(f"TimeWindows size must be positive; got {size_ms} ms.")
+            raise TopologyError(
+                f"TimeWindows size must be positive; got {size_ms} ms (Kafka Streams' "
+                "TimeWindows.ofSizeAndGrace rejects it too)."
+            )
         if grace_ms < 0:
-            raise TopologyError(f"TimeWindows grace must not be negative; got {grace_ms} ms.")
+            raise TopologyError(
+                f"TimeWindows grace must not be negative; got {grace_ms} ms (Kafka Streams' "
+                "TimeWindows.ofSizeAndGrace rejects it too)."
+            )
         return cls(size_ms, size_ms, grace_ms)
 
     def advance_by(self, advance: timedelta | int) -> TimeWindows:
@@ -90,7 +99,8 @@ class TimeWindows:
         if advance_ms <= 0 or advance_ms > self.size_ms:
             raise TopologyError(
                 f"TimeWindows advance must be positive and at most the window size "
-                f"({self.size_ms} ms); got {advance_ms} ms."
+                f"({self.size_ms} ms); got {advance_ms} ms (Kafka Streams' "
+                "TimeWindows.advanceBy rejects it too)."
             )
         return TimeWindows(self.size_ms, advance_ms, self.grace_ms)
 
@@ -103,10 +113,19 @@ class TimeWindows:
         return self.spec().windows_for(timestamp)
 
 
+_FACTORIES = {
+    "SlidingWindows": "ofTimeDifferenceAndGrace",
+    "SessionWindows": "ofInactivityGapAndGrace",
+}
+
+
 def _grace(grace: timedelta | int, owner: str) -> int:
     g = to_millis(grace, f"{owner} grace")
     if g < 0:
-        raise TopologyError(f"{owner} grace must not be negative; got {g} ms.")
+        raise TopologyError(
+            f"{owner} grace must not be negative; got {g} ms (Kafka Streams' "
+            f"{owner}.{_FACTORIES[owner]} rejects it too)."
+        )
     return g
 
 
@@ -154,7 +173,15 @@ class SlidingWindows:
         """
         d = to_millis(difference, "SlidingWindows time difference")
         if d <= 0:
-            raise TopologyError(f"SlidingWindows time difference must be positive; got {d} ms.")
+            kafka = (
+                "Kafka Streams' SlidingWindows.ofTimeDifferenceAndGrace rejects it too"
+                if d < 0
+                else "Kafka Streams accepts 0 (windows of records with equal timestamps), "
+                "streamtable does not yet: use a positive difference"
+            )
+            raise TopologyError(
+                f"SlidingWindows time difference must be positive; got {d} ms ({kafka})."
+            )
         return cls(d, _grace(grace, "SlidingWindows"))
 
     def spec(self) -> SlidingWindowSpec:
@@ -207,7 +234,10 @@ class SessionWindows:
         """
         g = to_millis(gap, "SessionWindows inactivity gap")
         if g <= 0:
-            raise TopologyError(f"SessionWindows inactivity gap must be positive; got {g} ms.")
+            raise TopologyError(
+                f"SessionWindows inactivity gap must be positive; got {g} ms (Kafka Streams' "
+                "SessionWindows.ofInactivityGapAndGrace rejects it too)."
+            )
         return cls(g, _grace(grace, "SessionWindows"))
 
     def spec(self) -> SessionWindowSpec:
@@ -263,9 +293,15 @@ class JoinWindows:
         d = to_millis(difference, "JoinWindows time difference")
         g = to_millis(grace, "JoinWindows grace")
         if d < 0:
-            raise TopologyError(f"JoinWindows time difference must not be negative; got {d} ms.")
+            raise TopologyError(
+                f"JoinWindows time difference must not be negative; got {d} ms (Kafka "
+                "Streams' JoinWindows.ofTimeDifferenceAndGrace rejects it too)."
+            )
         if g < 0:
-            raise TopologyError(f"JoinWindows grace must not be negative; got {g} ms.")
+            raise TopologyError(
+                f"JoinWindows grace must not be negative; got {g} ms (Kafka Streams' "
+                "JoinWindows.ofTimeDifferenceAndGrace rejects it too)."
+            )
         return cls(d, d, g)
 
     def before(self, before: timedelta | int) -> JoinWindows:
@@ -278,7 +314,10 @@ class JoinWindows:
         """
         b = to_millis(before, "JoinWindows before")
         if b + self.after_ms < 0:
-            raise TopologyError(f"JoinWindows before + after must not be negative; got {b} ms.")
+            raise TopologyError(
+                f"JoinWindows before + after must not be negative; got before {b} ms, after "
+                f"{self.after_ms} ms (Kafka Streams' JoinWindows.before rejects it too)."
+            )
         return JoinWindows(b, self.after_ms, self.grace_ms)
 
     def after(self, after: timedelta | int) -> JoinWindows:
@@ -291,7 +330,11 @@ class JoinWindows:
         """
         a = to_millis(after, "JoinWindows after")
         if a + self.before_ms < 0:
-            raise TopologyError(f"JoinWindows before + after must not be negative; got {a} ms.")
+            raise TopologyError(
+                f"JoinWindows before + after must not be negative; got before "
+                f"{self.before_ms} ms, after {a} ms (Kafka Streams' JoinWindows.after rejects "
+                "it too)."
+            )
         return JoinWindows(self.before_ms, a, self.grace_ms)
 
     def spec(self) -> JoinWindowSpec:

@@ -65,7 +65,10 @@ def check_fingerprint(
             f"The topology of application {application_id!r} is not compatible with its "
             f"checkpoint in {checkpoint_dir}: {'; '.join(changes) or 'fingerprint differs'}. "
             f"To start over, stop every instance and run `{command}` "
-            "(or KafkaStreams.cleanup() before start()), or use a new application.id."
+            "(or KafkaStreams.cleanup() before start()), or use a new application.id. "
+            "(Kafka Streams, too, needs an application reset and KafkaStreams.cleanUp() "
+            "after a structural topology change, but with its classic rebalance protocol "
+            "does not detect one.)"
         )
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(current, indent=2, sort_keys=True))

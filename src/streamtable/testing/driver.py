@@ -259,7 +259,8 @@ class TopologyTestDriver:
         if name not in self.topology.source_topics:
             raise TopologyError(
                 f"The topology does not read topic {name!r}; its input topics are "
-                f"{sorted(self.topology.source_topics)}."
+                f"{sorted(self.topology.source_topics)} (Kafka Streams' TopologyTestDriver "
+                "refuses to pipe into it too: 'Unknown topic')."
             )
         start = None if start_timestamp is None else to_millis(start_timestamp, 0)
         return TestInputTopic(self, name, key_serde, value_serde, start, auto_advance)
@@ -277,7 +278,8 @@ class TopologyTestDriver:
         if name not in self._outputs:
             raise TopologyError(
                 f"The topology does not write topic {name!r}; its output topics are "
-                f"{sorted(self._outputs)}."
+                f"{sorted(self._outputs)} (reading it from Kafka Streams' TopologyTestDriver "
+                "fails too: 'Uninitialized topic')."
             )
         return TestOutputTopic(self, name, key_serde, value_serde)
 

@@ -72,13 +72,18 @@ def open_store(driver: TopologyTestDriver, name: str, kind: str) -> Any:
                 f"Store {name!r} cannot be read by the TopologyTestDriver (the stores of "
                 f"aggregations can, and those of tables that a table aggregation or a stream "
                 f"join reads; suppression buffers, join stores and tables used otherwise "
-                f"cannot); the readable stores are {readable}."
+                f"cannot yet, though Kafka Streams' TopologyTestDriver reads every store); the "
+                f"readable stores are {readable}."
             )
-        raise TopologyError(f"The topology has no state store {name!r}; its stores are {stores}.")
+        raise TopologyError(
+            f"The topology has no state store {name!r}; its stores are {stores} (Kafka "
+            "Streams' TopologyTestDriver returns null for it)."
+        )
     if loc.kind != kind:
         raise TopologyError(
             f"Store {name!r} is a {_KIND_NAMES[loc.kind]} store, not a {_KIND_NAMES[kind]} "
-            f"store: read it with driver.{_GETTERS[loc.kind]}({name!r})."
+            f"store: read it with driver.{_GETTERS[loc.kind]}({name!r}) (Kafka Streams' "
+            "TopologyTestDriver returns null from the other getters)."
         )
     view = {"key_value": KeyValueStoreView, "window": WindowStoreView}.get(kind, SessionStoreView)
     return view(driver, name, loc)

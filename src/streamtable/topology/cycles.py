@@ -58,7 +58,9 @@ def check_topic_cycles(graph: GraphSnapshot) -> None:
                     raise TopologyError(
                         f"Topic {current.topic!r} is read by source {node.name!r} and written "
                         f"again by sink {current.name!r} downstream of it: every record would go "
-                        "round through the topic forever. Write the result to another topic."
+                        "round through the topic forever. Write the result to another topic. "
+                        "(Kafka Streams builds such a topology and loops; streamtable refuses "
+                        "it.)"
                     )
                 todo.extend(readers.get(current.topic, []))
             todo.extend(graph.children[n])

@@ -20,12 +20,26 @@ from streamtable.errors import TopologyError
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 
+#: What Kafka Streams says when a processor or a store name is used twice.
+_KAFKA_DUPLICATE = {
+    "processor": "Processor ... is already added",
+    "store": "A different StateStore has already been added with the name ...",
+}
+
+
+def _kafka_on_duplicate(first: str, second: str) -> str:
+    """What Kafka Streams does when a ``first``-kind name is used again for a ``second``."""
+    if first == second and first in _KAFKA_DUPLICATE:
+        return f"Kafka Streams refuses it too: '{_KAFKA_DUPLICATE[first]}'"
+    return f"Kafka Streams keeps {first} and {second} names apart, streamtable does not yet"
+
+
 class NameGenerator:
     """Hands out Kafka Streams-style names and refuses duplicates."""
 
     def __init__(self) -> None:
         self._index = 0
-        self._used: set[str] = set()
+        self._used: dict[str, str] = {}  # name -> kind
 
     def next_index(self) -> int:
         """The next value of the shared counter."""
@@ -82,12 +96,13 @@ class NameGenerator:
         if not name or not _LEGAL.match(name):
             raise TopologyError(
                 f"Illegal {kind} name {name!r}: names may contain only ASCII letters, digits, "
-                "'.', '_' and '-' (they become parts of Kafka topic names)."
+                "'.', '_' and '-' (they become parts of Kafka topic names; Kafka Streams' "
+                "Named refuses other names too)."
             )
         if name in self._used:
             raise TopologyError(
                 f"The {kind} name {name!r} is used twice in this topology; give each operator "
-                "a unique name."
+                f"a unique name ({_kafka_on_duplicate(self._used[name], kind)})."
             )
-        self._used.add(name)
+        self._used[name] = kind
         return name

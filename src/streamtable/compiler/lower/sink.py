@@ -44,7 +44,8 @@ def sink_codecs(
             raise TopologyError(
                 f"Sink {node.name!r} (topic {node.topic!r}) has no {what} serde for the records "
                 f"it writes: pass {what}_serde= to KStream.to() or set "
-                f"'default.{what}.serde' in the config."
+                f"'default.{what}.serde' in the config (Kafka Streams fails too: "
+                f"ConfigException 'Please specify a {what} serde ...')."
             )
         out.append(SerdeCodec(chosen))
     return out[0], out[1]

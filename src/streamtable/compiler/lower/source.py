@@ -39,7 +39,9 @@ def lower_source(ctx: CompileContext, node: SourceNode) -> Frame:
         if serde is None:
             raise TopologyError(
                 f"Source {node.name!r} (topics {list(node.topics)}) has no {what} serde: pass "
-                f"{what}_serde= to StreamsBuilder.stream() or set {conf!r} in the config."
+                f"{what}_serde= to StreamsBuilder.stream() or set {conf!r} in the config "
+                f"(Kafka Streams fails too: ConfigException 'Please specify a {what} serde "
+                "...')."
             )
     if ctx.source_factory is not None:  # in-memory topics (TopologyTestDriver)
         return _frame(ctx.source_factory(node), node, key_serde, value_serde)

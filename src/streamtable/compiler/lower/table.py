@@ -79,7 +79,11 @@ class _UpsertTableOp:
 def lower_table_op_upserts(ctx: CompileContext, node: TableOpNode, parent: Frame) -> Frame:
     """``filter``/``map_values`` on upserts: a failing or deleted row becomes a tombstone."""
     if node.kind is TableOpKind.GROUP_BY:
-        raise TopologyError(f"{node.name!r}: KTable.group_by must be followed by an aggregation.")
+        raise TopologyError(
+            f"{node.name!r}: KTable.group_by must be followed by an aggregation: call "
+            "count(), reduce() or aggregate() on it, or drop it (Kafka Streams' KGroupedTable "
+            "offers only these, and without one the grouping does nothing)."
+        )
     op = StageOp(RecordOpKind.MAP, _UpsertTableOp(node.kind, node.fn), node.name)
     return run_stage(ctx, parent, (op,), want_key=parent.key_codec)
 
@@ -177,6 +181,7 @@ def table_key_codec(ctx: CompileContext, node: TableSourceNode) -> SerdeCodec:
     if serde is None:
         raise TopologyError(
             f"Table {node.name!r} (topic {node.topic!r}) has no key serde: pass key_serde= "
-            "or set 'default.key.serde'."
+            "or set 'default.key.serde' (Kafka Streams fails too: ConfigException 'Please "
+            "specify a key serde ...')."
         )
     return SerdeCodec(serde)

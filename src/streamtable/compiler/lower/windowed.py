@@ -64,7 +64,9 @@ def late_value_codec(ctx: CompileContext, node: AggregateNode) -> Codec:
         raise TopologyError(
             f"Windowed aggregation {node.name!r} writes late records to topic "
             f"{node.late_records_topic!r} but has no value serde: pass value_serde= to "
-            "group_by()/group_by_key() or set 'default.value.serde' in the config."
+            "group_by()/group_by_key() or set 'default.value.serde' in the config (as Kafka "
+            "Streams fails for any topic without one: ConfigException 'Please specify a value "
+            "serde ...')."
         )
     return SerdeCodec(serde)
 
@@ -140,7 +142,9 @@ def lower_windowed_aggregate(
             raise TopologyError(
                 f"Windowed aggregation {node.name!r} writes late records to topic "
                 f"{node.late_records_topic!r} but has no key serde: pass key_serde= to "
-                "group_by()/group_by_key() or set 'default.key.serde' in the config."
+                "group_by()/group_by_key() or set 'default.key.serde' in the config (as Kafka "
+                "Streams fails for any topic without one: ConfigException 'Please specify a key "
+                "serde ...')."
             )
         writer = LateRecordsWriter(node.late_records_topic, ctx.output_spec(f"late-{node.name}"))
     out = run_paged(

@@ -103,7 +103,9 @@ class SessionWindowKernel(BoundaryEmitKernel):
         fn = self.spec.aggregation.merger
         if fn is None:
             raise TopologyError(
-                f"Session-windowed aggregation {self.spec.node_name!r} has no merger."
+                f"Session-windowed aggregation {self.spec.node_name!r} has no merger: pass "
+                "merger=fn(key, agg1, agg2) (Kafka Streams' SessionWindowedKStream.aggregate "
+                "requires a Merger too)."
             )
         return call_user(fn, (key, agg1, agg2), self.spec.node_name, "merger", rec)
 
