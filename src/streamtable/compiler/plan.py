@@ -224,33 +224,25 @@ class Lowerer:
 
     def foreach(self, node: RecordOpNode) -> QueryPlan:
         """The query running a terminal ``foreach``."""
-        frame = self.lower(node.name)
-        mode = "update" if frame.stateful else "append"
-        return QueryPlan(
-            node.name,
-            frame.df,
-            "noop",
-            mode,
-            self._encoding(),
-            reads_internal=self._internal_inputs(node.name),
-        )
+        return self._noop_plan(node.name, self.lower(node.name))
 
     def store_only(self, node: Node) -> QueryPlan:
         """The query keeping queryable store ``node`` (and its changelog) when nothing
         downstream reads it; it writes nothing else.
         """
         if isinstance(node, TableSourceNode):
-            frame = lower_table_changes(self, node.name)
-        else:
-            frame = self.lower(node.name)
-        mode = "update" if frame.stateful else "append"
+            return self._noop_plan(node.name, lower_table_changes(self, node.name))
+        return self._noop_plan(node.name, self.lower(node.name))
+
+    def _noop_plan(self, name: str, frame: Frame) -> QueryPlan:
+        """A query that computes ``frame`` (its side effects) and writes no rows."""
         return QueryPlan(
-            node.name,
+            name,
             frame.df,
             "noop",
-            mode,
+            "update" if frame.stateful else "append",
             self._encoding(),
-            reads_internal=self._internal_inputs(node.name),
+            reads_internal=self._internal_inputs(name),
         )
 
     def _internal_inputs(self, name: str) -> tuple[str, ...]:

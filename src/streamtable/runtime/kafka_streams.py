@@ -157,6 +157,11 @@ class KafkaStreams:
         self._sinks: list[ForeachBatchSink] = []
         self._plans: list[Any] = []
         self._replayed = 0
+        #: queryable store -> its changelog; queryable stores without one -> why not
+        self._changelogs: dict[str, Any] = {}
+        self._unlogged: dict[str, str] = {}
+        #: query index -> the last batch id reported to the replica
+        self._reported: dict[int, int] = {}
         #: query index -> (first failure of the current streak, last restart) in monotonic s
         self._retrying: dict[int, tuple[float, float]] = {}
 
@@ -168,11 +173,6 @@ class KafkaStreams:
     _purger: RepartitionPurger | None = None
     #: the queryable stores' replica (interactive queries), when the topology has any
     _replica: Any = None
-    #: queryable store -> its changelog; queryable stores without one -> why not
-    _changelogs: dict[str, Any] = {}
-    _unlogged: dict[str, str] = {}
-    #: query index -> the last batch id reported to the replica
-    _reported: dict[int, int] = {}
     #: the HTTP query service (application.server), from start() to close()
     _query_server: Any = None
 

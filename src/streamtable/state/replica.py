@@ -217,7 +217,6 @@ class StoreReplica:
                     store.pop(key, None)
                 else:
                     store[key] = value
-                st.consumed[(m.topic(), m.partition())] = m.offset() + 1
 
     def _advance(self, consumer: Any, assignment: list[Any]) -> None:
         """Read the end offsets of newly committed batches; move the position past the
