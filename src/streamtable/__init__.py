@@ -20,6 +20,14 @@ from streamtable.dsl.timestamps import (
 from streamtable.dsl.user_windows import TimeWindow, Windows
 from streamtable.dsl.windows import JoinWindows, SessionWindows, SlidingWindows, TimeWindows
 from streamtable.errors import StreamtableError
+from streamtable.processor import (
+    Processor,
+    ProcessorContext,
+    PunctuationType,
+    Record,
+    RecordMetadata,
+    Stores,
+)
 from streamtable.serde import Serde, Serdes, Windowed
 from streamtable.state import (
     Position,
@@ -77,5 +85,11 @@ __all__ = [
     "ReadOnlyKeyValueStore",
     "Position",
     "PositionBound",
+    "Processor",
+    "ProcessorContext",
+    "PunctuationType",
+    "Record",
+    "RecordMetadata",
+    "Stores",
     "__version__",
 ]

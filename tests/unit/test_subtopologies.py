@@ -175,3 +175,23 @@ def test_reading_a_topic_the_topology_writes_is_allowed_without_a_cycle():
     b.stream("in", key_serde=S, value_serde=S).to("mid")
     b.stream("mid", key_serde=S, value_serde=S).group_by_key().count().to_stream().to("out")
     b.build()  # no error: records go in -> mid -> out once
+
+
+def test_aggregation_reading_a_join_directly_keeps_the_join_upstream_of_the_cut():
+    # stream-table join, then group_by_key (no repartition in Kafka Streams): the join stays
+    # in the upstream query and only the aggregation reads the new internal source
+    b = StreamsBuilder()
+    table = b.table("regions", key_serde=S, value_serde=S)
+    joined = b.stream("clicks", key_serde=S, value_serde=L).join(table, lambda c, r: r)
+    joined.group_by_key().count().to_stream().to("counts", value_serde=L)
+    joined.to("joined")
+    graph, (cut,) = cut_topology(b.build().graph, "app", default_value_serde=S)
+    join = graph.by_name[cut.upstream]
+    assert type(join).__name__ == "JoinNode" and join.parents  # still computed
+    assert graph.by_name[cut.sink].parents == (cut.upstream,)
+    aggregate = graph.by_name[cut.consumer]
+    assert aggregate.parents == (cut.source,)
+    assert graph.by_name[cut.source].topics == (cut.topic,)
+    # the join's other consumer still reads the join itself
+    (sink,) = [n for n in graph.nodes if isinstance(n, SinkNode) and n.topic == "joined"]
+    assert sink.parents == (cut.upstream,)

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHANGELOG_TOPIC_CONFIG",
+    "StoreUpdatesWriter",
     "ChangelogInfo",
     "ChangelogWriter",
     "changelog_topic",
@@ -140,6 +141,59 @@ class ChangelogWriter:
             raise StreamsError(
                 f"Could not write changelog topic {self.topic!r}: {e} Check that the topic "
                 "exists (the application creates it on start) and the broker is reachable."
+            ) from e
+        except BaseException:
+            out.abort()
+            raise
+
+
+@dataclass(frozen=True)
+class StoreUpdatesWriter:
+    """``mapInArrow`` after a ``KStream.process`` operator: produces its store-update rows
+    (``reason`` ``"changelog"``, ``topic`` = the store's name, key and value already in the
+    store's serdes) to the stores' changelog topics, and yields every other row.
+
+    Parameters
+    ----------
+    topics : dict
+        Store name -> changelog topic (logged stores only; updates of others are dropped).
+    spec : OutputSpec
+        The output stage (transactions under exactly-once).
+    """
+
+    topics: dict[str, str]
+    spec: OutputSpec
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Produce the update rows of each batch; yield the batch without them."""
+        import pyarrow.compute as pc
+
+        out = TaskOutput(self.spec)
+        try:
+            for batch in batches:
+                if not batch.num_rows:
+                    continue
+                reason = batch.column(batch.schema.names.index("reason"))
+                is_update = pc.fill_null(pc.equal(reason, "changelog"), False)
+                updates = batch.filter(is_update)
+                if updates.num_rows and not out.replayed:
+                    cols = {
+                        n: updates.column(i).to_pylist() for i, n in enumerate(updates.schema.names)
+                    }
+                    for store, key, value, t in zip(
+                        cols["topic"], cols["key"], cols["value"], cols["ts"], strict=True
+                    ):
+                        topic = self.topics.get(store)
+                        if topic is not None:
+                            out.produce(topic, key, value, timestamp=t)
+                yield batch.filter(pc.invert(is_update))
+            out.close()
+        except StreamsError as e:
+            out.abort()
+            raise StreamsError(
+                f"Could not write changelog topics {sorted(self.topics.values())}: {e} Check "
+                "that the topics exist (the application creates them on start) and the broker "
+                "is reachable."
             ) from e
         except BaseException:
             out.abort()

@@ -128,6 +128,9 @@ class CompileContext:
     changelogs: dict[str, ChangelogInfo] = field(default_factory=dict)
     #: queryable stores without a changelog -> why (no serde), for interactive queries' errors
     unlogged: dict[str, str] = field(default_factory=dict)
+    #: the TopologyTestDriver's mocked wall clock: returns a streaming DataFrame of tick
+    #: records (value = 8-byte ms) that Processor API operators read as their wall clock
+    wall_clock_source: Callable[[], DataFrame] | None = None
     _counter: int = 0
 
     def output_spec(self, stage: str) -> OutputSpec:

@@ -20,6 +20,7 @@ from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.compiler.lower.aggregate import group_key_codec, lower_aggregate
 from streamtable.compiler.lower.join import lower_join
 from streamtable.compiler.lower.merge import lower_merge
+from streamtable.compiler.lower.process import lower_process
 from streamtable.compiler.lower.record_ops import (
     chain_of,
     convert,
@@ -50,6 +51,7 @@ from streamtable.topology.nodes import (
     JoinNode,
     MergeNode,
     Node,
+    ProcessNode,
     RecordOpNode,
     RepartitionNode,
     SinkNode,
@@ -141,6 +143,8 @@ class Lowerer:
             return lower_table_aggregate(self, node)
         if isinstance(node, JoinNode):
             return lower_join(self, node)
+        if isinstance(node, ProcessNode):
+            return lower_process(self.ctx, node, self.lower(node.parents[0]))
         raise TopologyError(
             f"Cannot compile node {name!r} of type {type(node).__name__}: a streamtable bug, "
             "please report it (Kafka Streams' topology builder fails likewise on a node it "
@@ -293,6 +297,8 @@ class Lowerer:
             return self._hint(self.nodes[node.parents[0]])[0], PickleCodec()
         if isinstance(node, TableAggregateNode):
             return codec_for(node.key_serde or self.ctx.config.default_key_serde), PickleCodec()
+        if isinstance(node, ProcessNode) and node.fixed_key:
+            return self._hint(self.nodes[node.parents[0]])[0], PickleCodec()
         return PickleCodec(), PickleCodec()
 
 

@@ -11,7 +11,9 @@ chain, though:
   and the second one must see the first one's *records* (with their timestamps and in
   their partitions' order) to track stream time as Kafka Streams does;
 - a windowed aggregation after ``repartition(num_partitions=n)``: stream time is tracked per
-  input partition, and a shuffle keeps neither the partitions nor their order.
+  input partition, and a shuffle keeps neither the partitions nor their order;
+- a ``KStream.process`` node reading another stateful operator (it tracks stream time by
+  source partition too, and Spark cannot chain it in update mode either).
 
 There, and only there, the compiler cuts as Kafka Streams does: the upstream part becomes its
 own Spark query writing the repartition topic (records keep their timestamps, keys placed by
@@ -26,6 +28,7 @@ Lowering then compiles each sink, internal or not, as one query (see :mod:`.plan
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from streamtable.errors import TopologyError
@@ -35,6 +38,7 @@ from streamtable.topology.nodes import (
     GraphSnapshot,
     JoinNode,
     Node,
+    ProcessNode,
     RepartitionNode,
     SinkNode,
     SourceNode,
@@ -47,7 +51,7 @@ __all__ = ["Cut", "cut_topology", "read_topics", "repartition_partitions", "stat
 
 #: Node types whose output comes from Spark state (a later stateful operator cannot share
 #: their query in every case; see the module doc).
-_STATEFUL = (AggregateNode, TableAggregateNode, JoinNode, SuppressNode)
+_STATEFUL = (AggregateNode, TableAggregateNode, JoinNode, SuppressNode, ProcessNode)
 
 
 @dataclass(frozen=True)
@@ -57,9 +61,9 @@ class Cut:
     Attributes
     ----------
     source : str
-        The node replaced by a source of ``topic`` (the repartition node, or the aggregation's
-        input when Kafka Streams has no repartition there); downstream nodes keep reading it
-        under this name.
+        The node replaced by a source of ``topic`` (the repartition node), downstream nodes
+        reading it under this name; or, where Kafka Streams has no repartition, a new source
+        node feeding ``consumer`` only.
     upstream : str
         The node whose records are written to ``topic``.
     sink : str
@@ -80,6 +84,9 @@ class Cut:
     topic: str
     num_partitions: int | None
     reason: str
+    #: set when ``source`` is a new node: the one node whose input (``upstream``) now comes
+    #: from ``source``; ``upstream`` itself stays in the graph for its other consumers
+    consumer: str | None = None
 
 
 def stateful_ancestor(graph: GraphSnapshot, name: str, sources: set[str]) -> Node | None:
@@ -118,7 +125,7 @@ def _cut_for(
             node.num_partitions,
             f"repartition(num_partitions={node.num_partitions}) asks for a topic",
         )
-    if not isinstance(node, AggregateNode):
+    if not isinstance(node, AggregateNode | ProcessNode):
         return None
     parent = graph.by_name[node.parents[0]]
     if parent.name in sources:
@@ -141,12 +148,13 @@ def _cut_for(
     # Kafka Streams keeps such an aggregation in the same sub-topology (the key did not
     # change); Spark cannot chain it, so the records go through a topic of streamtable's own
     return Cut(
-        parent.name,
+        f"{node.name}-input-source",
         parent.name,
         f"{node.name}-input-sink",
         f"{application_id}-{node.name}-input{STREAMTABLE_INTERNAL_SUFFIX}",
         None,
         f"it reads the output of stateful operator {before.name!r}",
+        consumer=node.name,
     )
 
 
@@ -192,8 +200,13 @@ def cut_topology(
         if cut is None:
             continue
         key_serde, value_serde = _serdes(
-            original, nodes[cut.source], default_key_serde, default_value_serde, cut
+            original, nodes.get(cut.source, original), default_key_serde, default_value_serde, cut
         )
+        if cut.consumer is not None:  # a new source, read by the consumer instead of upstream
+            consumer = nodes[cut.consumer]
+            parents = tuple(cut.source if p == cut.upstream else p for p in consumer.parents)
+            nodes[cut.consumer] = dataclasses.replace(consumer, parents=parents)
+            order.insert(order.index(cut.consumer), cut.source)
         nodes[cut.source] = SourceNode(
             cut.source,
             (),
@@ -248,6 +261,9 @@ def _serdes(
     if isinstance(consumer, AggregateNode):
         what_op = f"Aggregation {consumer.name!r} (store {consumer.store_name!r})"
         where = "group_by()/group_by_key() (Kafka Streams' Grouped.with)"
+    elif isinstance(consumer, ProcessNode):
+        what_op = f"Processor {consumer.name!r}"
+        where = "a repartition() before process() (Kafka Streams' Repartitioned.with)"
     else:
         what_op = f"Repartition {consumer.name!r}"
         where = "repartition() (Kafka Streams' Repartitioned.with)"

@@ -46,3 +46,36 @@ def check_callable(fn: object, operation: str, params: str, nargs: int) -> Calla
             "Java compiler refuses a function of another arity too)."
         ) from None
     return fn
+
+
+def check_processor_supplier(supplier: object, operation: str) -> None:
+    """Check that ``supplier()`` returns a new processor with ``process`` each call.
+
+    Raises
+    ------
+    TopologyError
+        If ``supplier`` is not callable with no arguments, returns the same object twice, or
+        returns something without a callable ``process``.
+    """
+    check_callable(supplier, f"{operation} (processor supplier)", "", 0)
+    assert callable(supplier)
+    try:
+        first, second = supplier(), supplier()
+    except Exception as e:
+        raise TopologyError(
+            f"{operation}: calling the processor supplier {describe_callable(supplier)} "
+            f"failed: {e!r}. The supplier must create a processor without arguments."
+        ) from e
+    if not callable(getattr(first, "process", None)):
+        raise TopologyError(
+            f"{operation}: the processor supplier {describe_callable(supplier)} returned "
+            f"{type(first).__name__}, which has no process(record) method; subclass "
+            "streamtable.Processor."
+        )
+    if first is second:
+        raise TopologyError(
+            f"{operation}: the processor supplier {describe_callable(supplier)} returned the "
+            "same object twice; it must return a new processor each call (Kafka Streams: "
+            "'ProcessorSupplier#get() must return a new object each time it is called'). "
+            "Pass the processor class, or a function that creates one."
+        )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from typing import Any
 
 from streamtable.errors import TopologyError
 from streamtable.topology.naming import NameGenerator
@@ -21,6 +22,10 @@ class GraphBuilder:
         self.names = NameGenerator()
         self._nodes: list[Node] = []
         self.built = False
+        #: state stores added with ``StreamsBuilder.add_state_store``, by name
+        self.state_stores: dict[str, Any] = {}
+        #: store name -> the processor it is connected to
+        self.store_owner: dict[str, str] = {}
 
     def add(self, node: Node) -> Node:
         """Append ``node``; its parents must already be in the graph."""
@@ -42,6 +47,8 @@ class GraphBuilder:
                     "them with one builder."
                 )
         self._nodes.append(node)
+        for b in getattr(node, "store_builders", ()):
+            self.store_owner[b.name] = node.name
         return node
 
     def nodes(self) -> tuple[Node, ...]:
@@ -88,3 +95,41 @@ class GraphBuilder:
             for n in names.values():
                 self.names.claim(n)
         return topic, names
+
+    def add_state_store(self, builder: Any) -> None:
+        """Register a Processor API store builder (``StreamsBuilder.add_state_store``)."""
+        from streamtable.processor.stores import KeyValueStoreBuilder
+
+        if not isinstance(builder, KeyValueStoreBuilder):
+            raise TopologyError(
+                "StreamsBuilder.add_state_store expects a store builder from "
+                "Stores.key_value_store_builder(...); got "
+                f"{type(builder).__name__} {builder!r}."
+            )
+        if builder.name in self.state_stores:
+            raise TopologyError(
+                f"StateStore {builder.name!r} is already added (Kafka Streams refuses it too: "
+                f"'StateStore {builder.name} is already added.'). Give each store its own name."
+            )
+        self.state_stores[builder.name] = builder
+
+    def connect_stores(self, names: tuple[str, ...], operation: str) -> tuple[Any, ...]:
+        """The builders of stores ``names`` for a new processor (checked, not yet claimed)."""
+        out = []
+        for store in names:
+            if not isinstance(store, str) or store not in self.state_stores:
+                raise TopologyError(
+                    f"{operation}: StateStore {store!r} is not added yet (Kafka Streams fails "
+                    f"likewise: 'StateStore {store} is not added yet.'). Add it first with "
+                    "builder.add_state_store(Stores.key_value_store_builder(...)); stores "
+                    f"added so far: {sorted(self.state_stores)}."
+                )
+            if store in self.store_owner:
+                raise TopologyError(
+                    f"{operation}: StateStore {store!r} is already connected to processor "
+                    f"{self.store_owner[store]!r}. Kafka Streams lets processors of one "
+                    "sub-topology share a store; streamtable runs each processor as its own "
+                    "Spark stateful operator and cannot yet: give each processor its own store."
+                )
+            out.append(self.state_stores[store])
+        return tuple(dict.fromkeys(out))

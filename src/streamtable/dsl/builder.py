@@ -17,6 +17,7 @@ from streamtable.topology.nodes import SinkNode, SourceNode, TableSourceNode
 from streamtable.topology.topology import Topology
 
 if TYPE_CHECKING:
+    from streamtable.processor.stores import KeyValueStoreBuilder
     from streamtable.serde import Serde
 
 
@@ -238,6 +239,31 @@ class StreamsBuilder:
             )
         )
         return node_name
+
+    def add_state_store(self, builder: KeyValueStoreBuilder) -> StreamsBuilder:
+        """Add a Processor API state store (Kafka Streams' ``StreamsBuilder.addStateStore``);
+        connect it to a processor by naming it in ``KStream.process(supplier, name)``.
+
+        Returns the builder itself, as Kafka Streams does.
+
+        Raises
+        ------
+        TopologyError
+            If ``builder`` is not a store builder, or a store of that name was added already.
+
+        Examples
+        --------
+        >>> from streamtable import StreamsBuilder, Serdes, Stores
+        >>> b = StreamsBuilder()
+        >>> store = Stores.key_value_store_builder(
+        ...     Stores.persistent_key_value_store("seen"), Serdes.string(), Serdes.long())
+        >>> b.add_state_store(store).add_state_store(store)
+        Traceback (most recent call last):
+            ...
+        streamtable.errors.TopologyError: StateStore 'seen' is already added ...
+        """
+        self._graph.add_state_store(builder)
+        return self
 
     def build(self) -> Topology:
         """Validate the graph and return the immutable :class:`Topology`.

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from streamtable.dsl._callables import check_callable
+from streamtable.dsl._callables import check_callable, check_processor_supplier
 from streamtable.dsl._graph import GraphBuilder
 from streamtable.errors import TopologyError
 from streamtable.topology.nodes import (
@@ -584,6 +584,81 @@ class KStream:
             key_serde=self._key_serde,
             repartition_required=kind is JoinKind.STREAM_GLOBAL_TABLE
             and self._repartition_required,
+        )
+
+    # -- the Processor API -----------------------------------------------------------------
+
+    def process(
+        self, processor_supplier: Callable[[], Any], *store_names: str, name: str | None = None
+    ) -> KStream:
+        """Run a user :class:`~streamtable.processor.api.Processor` over the stream.
+
+        ``processor_supplier()`` must return a new processor each call (the class itself
+        works); ``store_names`` name stores added with ``StreamsBuilder.add_state_store`` that
+        the processor reaches through ``context.get_state_store(name)``. The result is the
+        stream of records the processor forwards; its keys may differ from the input's, so
+        a later ``group_by_key``/join repartitions it (Kafka Streams 3.3+ does the same).
+
+        Records are handed to the processor per key in offset order; ``None`` keys and
+        values are passed as they are. See :mod:`streamtable.processor.api` and
+        ``docs/processor-api.md`` for how instances, punctuation and stores map onto Spark.
+
+        Raises
+        ------
+        TopologyError
+            If the supplier is not callable, returns the same instance twice (Kafka Streams:
+            "ProcessorSupplier#get() must return a new object each time it is called"), or
+            returns an object without ``process``; if a store name was not added to the
+            builder ("StateStore ... is not added yet") or is already connected to another
+            processor (streamtable runs each processor as its own Spark operator, so two
+            processors cannot share a store yet).
+        """
+        return self._process(processor_supplier, store_names, name, fixed_key=False)
+
+    def process_values(
+        self, processor_supplier: Callable[[], Any], *store_names: str, name: str | None = None
+    ) -> KStream:
+        """As :meth:`process`, for a processor that keeps keys (Kafka Streams'
+        ``FixedKeyProcessor``): forwarding a record with another key fails with a
+        ``StreamsError``, and the result needs no repartition.
+
+        Raises
+        ------
+        TopologyError
+            As :meth:`process`.
+        """
+        return self._process(processor_supplier, store_names, name, fixed_key=True)
+
+    def _process(
+        self,
+        supplier: Callable[[], Any],
+        store_names: tuple[str, ...],
+        name: str | None,
+        *,
+        fixed_key: bool,
+    ) -> KStream:
+        from streamtable.topology.nodes import ProcessNode
+
+        op = "KStream.process_values" if fixed_key else "KStream.process"
+        check_processor_supplier(supplier, op)
+        builders = self._graph.connect_stores(store_names, op)
+        label = "PROCESSVALUES" if fixed_key else "PROCESSOR"
+        node_name = self._graph.names.processor("KSTREAM", label, name)
+        self._graph.add(
+            ProcessNode(
+                node_name,
+                (self._node_name,),
+                supplier=supplier,
+                store_builders=builders,
+                fixed_key=fixed_key,
+            )
+        )
+        return KStream(
+            self._graph,
+            node_name,
+            key_serde=self._key_serde if fixed_key else None,
+            value_serde=None,
+            repartition_required=self._repartition_required or not fixed_key,
         )
 
     # -- sinks ----------------------------------------------------------------------------

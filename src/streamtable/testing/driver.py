@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from streamtable.compiler.lower.sink import ORDER_COLUMNS
+from streamtable.compiler.paged.processor_api import encode_tick
 from streamtable.config import StreamsConfig
 from streamtable.errors import StreamsError, TopologyError
 from streamtable.runtime.captured_output import read_captured
@@ -50,6 +51,9 @@ from streamtable.topology.topology import Topology
 __all__ = ["TopologyTestDriver", "TestInputTopic", "TestOutputTopic", "TestRecord"]
 
 _POLLING_DELAY = "spark.sql.streaming.pollingDelay"
+
+#: The driver's in-memory topic carrying its mocked wall clock to Processor API operators.
+WALL_CLOCK_TOPIC = "__streamtable-wall-clock"
 
 # -- the driver -----------------------------------------------------------------------------
 
@@ -138,6 +142,7 @@ class TopologyTestDriver:
         self._stores: dict[str, Any] = {}
         self._store_cache = driver_stores.StoreCache()
         self._closed = False
+        self._clock_readers = 0
         try:
             self._start()
         except BaseException:
@@ -168,6 +173,7 @@ class TopologyTestDriver:
             source_factory=self._source,
             order_columns=True,
             capture_dir=self._capture_dir,
+            wall_clock_source=self._wall_clock_source,
         )
         self._plans = compile_topology(self.topology, ctx)
         self._internal_topics = frozenset(ctx.internal_topics)
@@ -184,16 +190,34 @@ class TopologyTestDriver:
                 spark.conf.unset(_POLLING_DELAY)
             else:
                 spark.conf.set(_POLLING_DELAY, previous)
+        if self._clock_readers:
+            # processors are initialized now, at the initial wall-clock time (Kafka's driver
+            # initializes its tasks in the constructor)
+            self._tick()
+
+    def _wall_clock_source(self) -> Any:
+        """The streaming DataFrame of the mocked wall clock's ticks (Processor API operators)."""
+        self._clock_readers += 1
+        append_records(self._root, WALL_CLOCK_TOPIC, [])
+        return self._read_topics((WALL_CLOCK_TOPIC,))
+
+    def _tick(self) -> None:
+        """Tell the processors the wall clock's time and run the queries."""
+        append_records(self._root, WALL_CLOCK_TOPIC, [(None, encode_tick(self.wall_clock_ms), 0)])
+        self._run()
 
     def _source(self, node: Any) -> Any:
-        from pyspark.sql import functions as F
-
         for t in node.topics:
             append_records(self._root, t, [])  # the topic exists (end = 0)
+        return self._read_topics(node.topics)
+
+    def _read_topics(self, topics: tuple[str, ...]) -> Any:
+        from pyspark.sql import functions as F
+
         df = (
             self._spark.readStream.format(FORMAT)
             .option("path", self._root)
-            .option("topics", ",".join(node.topics))
+            .option("topics", ",".join(topics))
             .load()
         )
         return df.select(
@@ -304,11 +328,13 @@ class TopologyTestDriver:
     def advance_wall_clock_time(self, advance: timedelta) -> None:
         """Advance the driver's mocked wall-clock time (Kafka's ``advanceWallClockTime``).
 
-        The wall clock gives the timestamps of records piped without one (unless the input
-        topic has a ``start_timestamp``). It does not move stream time: windows close and
-        ``Suppressed`` buffers (``until_window_closes`` and ``until_time_limit``) emit only
-        when a piped record's timestamp moves stream time, as in Kafka Streams, whose
-        suppression is driven by stream time alone. streamtable has no wall-clock punctuators.
+        Fires the processors' due wall-clock punctuations (``KStream.process``), as Kafka's
+        driver does; ``context.current_system_time_ms()`` returns this clock. The wall clock
+        also gives the timestamps of records piped without one (unless the input topic has a
+        ``start_timestamp``). It does not move stream time: windows close and ``Suppressed``
+        buffers (``until_window_closes`` and ``until_time_limit``) emit only when a piped
+        record's timestamp moves stream time, as in Kafka Streams, whose suppression is
+        driven by stream time alone.
 
         Parameters
         ----------
@@ -325,7 +351,8 @@ class TopologyTestDriver:
                 f"advance_wall_clock_time needs a non-negative timedelta; got {advance}."
             )
         self.wall_clock_ms += int(advance.total_seconds() * 1000)
-        self._run()
+        if self._clock_readers:
+            self._tick()
 
     # -- state stores ----------------------------------------------------------------------
 

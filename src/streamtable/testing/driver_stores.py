@@ -192,9 +192,14 @@ def read_entries(driver: TopologyTestDriver, name: str, loc: StoreLocation) -> l
     )
     if loc.state_var is not None:
         reader = reader.option("stateVarName", loc.state_var)
-    rows = reader.load(str(checkpoint)).select("key", "value").collect()
+    df = reader.load(str(checkpoint))
     assert loc.decode is not None
-    entries = loc.decode([(r["key"], r["value"]) for r in rows])
+    if "user_map_key" in df.columns:  # a map state: (grouping key, map key, map value)
+        rows = df.select("key", "user_map_key", "user_map_value").collect()
+        entries = loc.decode([(r[0], r[1], r[2]) for r in rows])
+    else:
+        rows = df.select("key", "value").collect()
+        entries = loc.decode([(r["key"], r["value"]) for r in rows])
     cache.contents[name] = (batch, entries)
     return entries
 

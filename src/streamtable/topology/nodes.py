@@ -464,6 +464,27 @@ class SuppressNode(Node):
 
 
 @dataclass(frozen=True, eq=False)
+class ProcessNode(Node):
+    """``KStream.process`` / ``process_values``: a user
+    :class:`~streamtable.processor.api.Processor` (Kafka Streams' ``KSTREAM-PROCESSOR`` /
+    ``KSTREAM-PROCESSVALUES``).
+
+    ``supplier()`` returns a new processor instance; ``store_builders`` are the connected
+    stores' builders (:class:`~streamtable.processor.stores.KeyValueStoreBuilder`);
+    ``fixed_key`` marks ``process_values`` (forwarded records keep the input key).
+    """
+
+    supplier: Callable[[], Any] | None = None
+    store_builders: tuple[Any, ...] = ()
+    fixed_key: bool = False
+
+    @property
+    def stores(self) -> tuple[str, ...]:
+        """The connected stores."""
+        return tuple(b.name for b in self.store_builders)
+
+
+@dataclass(frozen=True, eq=False)
 class SinkNode(Node):
     """Writes records to a Kafka topic (Kafka Streams' ``KSTREAM-SINK``).
 

@@ -13,6 +13,7 @@ from streamtable.topology.nodes import (
     GraphSnapshot,
     JoinNode,
     Node,
+    ProcessNode,
     RepartitionNode,
     SinkNode,
     SourceNode,
@@ -89,7 +90,7 @@ class Topology:
             elif isinstance(n, SuppressNode):
                 assert n.suppress is not None
                 stateful.append({"store": n.store_name, "suppress": asdict(n.suppress)})
-            elif isinstance(n, TableSourceNode | TableAggregateNode | JoinNode):
+            elif isinstance(n, TableSourceNode | TableAggregateNode | JoinNode | ProcessNode):
                 stateful.append({"store": list(n.stores), "kind": type(n).__name__})
             elif isinstance(n, RepartitionNode) and n.num_partitions is not None:
                 # a sub-topology boundary with a topic of its own (compiler.subtopologies)

@@ -122,3 +122,34 @@ class JoinTableEntries:
             return []
         values = self.value_codec.decode_many([v for _, v in latest])
         return [(gk, v) for (gk, _), v in zip(latest, values, strict=True)]
+
+
+@dataclass(frozen=True)
+class ProcessorStoreEntries:
+    """Decoder of a Processor API store: the ``pages`` map state of :mod:`.processor_api`
+    tasks, rows ``(task, page, blob)`` whose blob is ``{store name: {key bytes: value bytes}}``.
+
+    Examples
+    --------
+    >>> import pickle
+    >>> from streamtable import Serdes
+    >>> blob = pickle.dumps({"seen": {b"a": Serdes.long().serialize(3)}})
+    >>> ProcessorStoreEntries("seen", Serdes.long())([({"task": 0}, {"page": 5}, {"blob": blob})])
+    [(b'a', 3)]
+    """
+
+    store: str
+    value_serde: Any
+
+    def __call__(self, rows: list[tuple[Any, Any]]) -> list[tuple[bytes, Any]]:
+        """``(key bytes, value)`` of every key of the store (unordered)."""
+        import pickle
+
+        out = []
+        for row in rows:
+            value = row[-1]
+            if value is None or value["blob"] is None:
+                continue
+            for k, v in pickle.loads(value["blob"]).get(self.store, {}).items():
+                out.append((k, self.value_serde.deserialize(v)))
+        return out
