@@ -1,0 +1,126 @@
+"""The Processor API on a real broker and Spark: a processor's store is exactly-once state,
+queryable through its changelog, and wall-clock punctuation fires while no records arrive
+(Spark's processing-time timers in no-data micro-batches).
+"""
+
+from __future__ import annotations
+
+import collections
+import struct
+import time
+from datetime import timedelta
+
+from confluent_kafka import Consumer, TopicPartition
+
+from streamtable import (
+    KafkaStreams,
+    Position,
+    PositionBound,
+    Processor,
+    PunctuationType,
+    QueryableStoreTypes,
+    Record,
+    Serdes,
+    StoreQueryParameters,
+    Stores,
+    StreamsBuilder,
+)
+
+S, L = Serdes.string(), Serdes.long()
+
+
+def end_position(bs, topic, partitions):
+    """The position of the last record of each non-empty partition of ``topic``."""
+    c = Consumer({"bootstrap.servers": bs, "group.id": "processor-api-test"})
+    try:
+        pos = Position.empty()
+        for p in range(partitions):
+            _, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            if high > 0:
+                pos = pos.with_component(topic, p, high - 1)
+        return pos
+    finally:
+        c.close()
+
+
+class CountWithHeartbeat(Processor):
+    """Counts per key in ``per-user``; forwards ``(key, count)``; every second of wall-clock
+    time forwards ``("heartbeat-<task>", total)``.
+    """
+
+    def init(self, context):
+        self.context = context
+        self.store = context.get_state_store("per-user")
+        context.schedule(timedelta(seconds=1), PunctuationType.WALL_CLOCK_TIME, self.heartbeat)
+
+    def process(self, record):
+        n = (self.store.get(record.key) or 0) + 1
+        self.store.put(record.key, n)
+        self.context.forward(record.with_value(n))
+
+    def heartbeat(self, now):
+        total = sum(n for _, n in self.store.all())
+        self.context.forward(Record(f"heartbeat-{self.context.task_id()}", total, now))
+
+
+def test_processor_store_is_queryable_and_wall_clock_punctuation_fires_when_idle(
+    kafka_broker, spark, topic_name, app_config
+):
+    # imported here: Spark's Python workers unpickle the processor class by reference to this
+    # module, and they do not have the tests folder on their path
+    from _support import ensure_topics, produce_records, read_topic
+
+    bs = kafka_broker.bootstrap_servers
+    src, out = topic_name("clicks"), topic_name("out")
+    ensure_topics(bs, {src: 2, out: 1})
+    users = [f"u{i % 7}" for i in range(60)]
+    produce_records(bs, src, [(u.encode(), b"x", 1_000 + i) for i, u in enumerate(users)])
+
+    b = StreamsBuilder()
+    b.add_state_store(
+        Stores.key_value_store_builder(Stores.persistent_key_value_store("per-user"), S, L)
+    )
+    b.stream(src, key_serde=S, value_serde=S).process(CountWithHeartbeat, "per-user").to(
+        out, key_serde=S, value_serde=L
+    )
+    app = KafkaStreams(b.build(), app_config(**{"processing.guarantee": "exactly_once_v2"}))
+    app.start()
+    try:
+        app.await_caught_up(timeout=timedelta(minutes=3))
+        store = app.store(
+            StoreQueryParameters.from_name_and_type(
+                "per-user", QueryableStoreTypes.key_value_store()
+            )
+        )
+        want = collections.Counter(users)
+        store.wait_for(PositionBound.at(end_position(bs, src, 2)), timeout=timedelta(minutes=1))
+        assert store.all() == sorted(want.items())
+        assert store.get("u3") == want["u3"]
+
+        # no more input: heartbeats keep coming, each with the wall-clock time it fired at
+        caught_up_ms = int(time.time() * 1000)
+        beats: list[tuple[str, int, int]] = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            beats = [
+                (k.decode(), struct.unpack(">q", v)[0], ts)
+                for k, v, ts in read_topic(bs, out)
+                if k.startswith(b"heartbeat") and ts > caught_up_ms
+            ]
+            per_task = collections.Counter(k for k, _, _ in beats)
+            if len(per_task) == 2 and min(per_task.values()) >= 2:
+                break
+        per_task = collections.Counter(k for k, _, _ in beats)
+        assert sorted(per_task) == ["heartbeat-0_0", "heartbeat-0_1"], beats
+        assert min(per_task.values()) >= 2, beats
+        # each task's total is the count of its partition's records; together all of them
+        last = {k: total for k, total, _ in sorted(beats, key=lambda b: b[2])}
+        assert sum(last.values()) == len(users)
+    finally:
+        app.close()
+
+    counts = [(k.decode(), struct.unpack(">q", v)[0]) for k, v, _ in read_topic(bs, out)]
+    per_key = [(k, n) for k, n in counts if not k.startswith("heartbeat")]
+    assert sorted(per_key) == sorted(
+        (u, n) for u, total in collections.Counter(users).items() for n in range(1, total + 1)
+    )
