@@ -39,7 +39,14 @@ from confluent_kafka.admin import AdminClient
 from streamtable.errors import EnvironmentSetupError
 from streamtable.runtime import jars
 
-__all__ = ["TOPOLOGIES", "classpath", "describe_reference", "drive_reference", "run_reference"]
+__all__ = [
+    "ADVANCE_WALL_CLOCK",
+    "TOPOLOGIES",
+    "classpath",
+    "describe_reference",
+    "drive_reference",
+    "run_reference",
+]
 
 #: Topologies that ``ReferenceApp`` knows, with their ``params``.
 TOPOLOGIES: dict[str, tuple[str, ...]] = {
@@ -96,7 +103,15 @@ TOPOLOGIES: dict[str, tuple[str, ...]] = {
     "three-level": ("input", "output"),
     "flights-carrier-seats": ("flights", "planes", "output"),
     "windowed-filter-join": ("input", "table", "output", "size_ms", "grace_ms", "history_ms"),
+    # Processor API: a counting processor with store "counts", stream-time punctuation every
+    # stream_ms ((key, "st:<count>") per key) and wall-clock punctuation every wall_ms
+    # (("total", "wall:<sum>"))
+    "processor-punctuation": ("input", "output", "stream_ms", "wall_ms"),
 }
+
+#: The ``topic`` of a :func:`drive_reference` input entry that advances the driver's wall
+#: clock by its timestamp field (ms) instead of piping a record.
+ADVANCE_WALL_CLOCK = "(advance wall clock)"
 
 _MAIN_CLASS = "io.streamtable.reference.ReferenceApp"
 _STATE_LINE = "streamtable-reference: state "
@@ -292,6 +307,7 @@ def drive_reference(
     output: str,
     *,
     work_dir: pathlib.Path,
+    initial_wall_clock_ms: int | None = None,
 ) -> list[tuple[bytes | None, bytes | None, int]]:
     """Pipe ``records`` one by one through reference ``topology`` in Kafka Streams' own
     ``TopologyTestDriver`` and return what it wrote to topic ``output``.
@@ -308,11 +324,14 @@ def drive_reference(
     params : Mapping[str, str]
         Its parameters except ``output``.
     records : iterable of (topic, key bytes or None, value bytes or None, timestamp ms)
-        The input, in piping order.
+        The input, in piping order; an entry whose topic is :data:`ADVANCE_WALL_CLOCK`
+        advances the driver's wall clock by its timestamp field instead.
     output : str
         The output topic (the topology's ``output`` parameter).
     work_dir : pathlib.Path
         Where the input file is written.
+    initial_wall_clock_ms : int, optional
+        The driver's initial wall-clock time (default: now).
 
     Returns
     -------
@@ -336,11 +355,20 @@ def drive_reference(
     source = work_dir / f"{topology}-driver-input.jsonl"
     with source.open("w", encoding="utf-8") as f:
         for topic, key, value, ts in records:
-            f.write(json.dumps({"topic": topic, "key": b64(key), "value": b64(value), "ts": ts}))
+            if topic == ADVANCE_WALL_CLOCK:
+                f.write(json.dumps({"advance_wall_clock_ms": ts}))
+            else:
+                entry = {"topic": topic, "key": b64(key), "value": b64(value), "ts": ts}
+                f.write(json.dumps(entry))
             f.write("\n")
+    clock = (
+        []
+        if initial_wall_clock_ms is None
+        else ["--initial-wall-clock", str(initial_wall_clock_ms)]
+    )
     stdout = _run_java(
         "io.streamtable.reference.ReferenceDriver",
-        ["--topology", topology, "--input", str(source), "--output", output],
+        ["--topology", topology, "--input", str(source), "--output", output, *clock],
         params,
         f"Kafka Streams' TopologyTestDriver on {topology!r}",
     )

@@ -168,6 +168,7 @@ public final class ReferenceApp {
             case "three-level" -> threeLevel(b, p);
             case "flights-carrier-seats" -> flightsCarrierSeats(b, p);
             case "windowed-filter-join" -> windowedFilterJoin(b, p);
+            case "processor-punctuation" -> processorPunctuation(b, p);
             default -> throw new IllegalArgumentException("unknown topology " + topology);
         }
     }
@@ -521,6 +522,78 @@ public final class ReferenceApp {
      * "region:count@windowStart". The regions table is versioned (store "regions-store",
      * history_ms), so a final count looks its user's region up as of the window's last record.
      */
+    static void processorPunctuation(StreamsBuilder b, Map<String, String> p) {
+        long streamMs = Long.parseLong(required(p, "stream_ms"));
+        long wallMs = Long.parseLong(required(p, "wall_ms"));
+        b.addStateStore(
+                Stores.keyValueStoreBuilder(
+                        Stores.persistentKeyValueStore("counts"), STR, Serdes.Long()));
+        b.stream(required(p, "input"), Consumed.with(STR, STR))
+                .process(() -> new CountingProcessor(streamMs, wallMs), "counts")
+                .to(required(p, "output"), Produced.with(STR, STR));
+    }
+
+    /**
+     * Counts records per key in store "counts" and forwards "count"; every stream_ms of stream
+     * time forwards (key, "st:count") for every key of the store, every wall_ms of wall-clock
+     * time ("total", "wall:sum") when the sum is not 0.
+     */
+    static final class CountingProcessor
+            implements org.apache.kafka.streams.processor.api.Processor<String, String, String, String> {
+        private final long streamMs;
+        private final long wallMs;
+        private org.apache.kafka.streams.processor.api.ProcessorContext<String, String> context;
+        private KeyValueStore<String, Long> store;
+
+        CountingProcessor(long streamMs, long wallMs) {
+            this.streamMs = streamMs;
+            this.wallMs = wallMs;
+        }
+
+        @Override
+        public void init(org.apache.kafka.streams.processor.api.ProcessorContext<String, String> ctx) {
+            context = ctx;
+            store = ctx.getStateStore("counts");
+            ctx.schedule(
+                    Duration.ofMillis(streamMs),
+                    org.apache.kafka.streams.processor.PunctuationType.STREAM_TIME,
+                    ts -> {
+                        try (var it = store.all()) {
+                            while (it.hasNext()) {
+                                var kv = it.next();
+                                context.forward(
+                                        new org.apache.kafka.streams.processor.api.Record<>(
+                                                kv.key, "st:" + kv.value, ts));
+                            }
+                        }
+                    });
+            ctx.schedule(
+                    Duration.ofMillis(wallMs),
+                    org.apache.kafka.streams.processor.PunctuationType.WALL_CLOCK_TIME,
+                    ts -> {
+                        long total = 0;
+                        try (var it = store.all()) {
+                            while (it.hasNext()) {
+                                total += it.next().value;
+                            }
+                        }
+                        if (total != 0) {
+                            context.forward(
+                                    new org.apache.kafka.streams.processor.api.Record<>(
+                                            "total", "wall:" + total, ts));
+                        }
+                    });
+        }
+
+        @Override
+        public void process(org.apache.kafka.streams.processor.api.Record<String, String> record) {
+            Long old = store.get(record.key());
+            long n = (old == null ? 0 : old) + 1;
+            store.put(record.key(), n);
+            context.forward(record.withValue(String.valueOf(n)));
+        }
+    }
+
     static void windowedFilterJoin(StreamsBuilder b, Map<String, String> p) {
         long historyMs = Long.parseLong(p.getOrDefault("history_ms", "86400000"));
         KTable<String, String> regions =

@@ -25,9 +25,11 @@ import org.apache.kafka.streams.test.TestRecord;
  * Runs one of {@link ReferenceApp}'s topologies in Kafka Streams' own {@link TopologyTestDriver}
  * (repartition topics in memory, every record processed and committed before the next).
  *
- * <p>Usage: {@code --topology NAME --input FILE --output TOPIC [--param key=value ...]}. The
- * input file holds one JSON object per line: {@code topic}, {@code key} and {@code value}
- * (base64, or null) and {@code ts} (ms); the records are piped one by one in file order. The
+ * <p>Usage: {@code --topology NAME --input FILE --output TOPIC [--initial-wall-clock MS]
+ * [--param key=value ...]}. The input file holds one JSON object per line: {@code topic},
+ * {@code key} and {@code value} (base64, or null) and {@code ts} (ms); the records are piped
+ * one by one in file order. A line {@code {"advance_wall_clock_ms": N}} advances the driver's
+ * wall clock instead (firing wall-clock punctuation). The
  * records of the output topic are printed on stdout, one JSON object per line in the same form.
  * Kafka Streams' default record cache: the driver commits (and so flushes the cache) after every
  * record, so each record's updates are emitted, one per key, as streamtable emits one per key and
@@ -56,7 +58,11 @@ public final class ReferenceDriver {
         props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, "driver:9092");
         Base64.Decoder b64in = Base64.getDecoder();
         Base64.Encoder b64out = Base64.getEncoder();
-        try (TopologyTestDriver driver = new TopologyTestDriver(builder.build(), props);
+        Instant clock =
+                opts.containsKey("initial-wall-clock")
+                        ? Instant.ofEpochMilli(Long.parseLong(opts.get("initial-wall-clock")))
+                        : Instant.now();
+        try (TopologyTestDriver driver = new TopologyTestDriver(builder.build(), props, clock);
                 BufferedReader in =
                         Files.newBufferedReader(Path.of(opts.get("input")), StandardCharsets.UTF_8)) {
             Map<String, TestInputTopic<byte[], byte[]>> inputs = new HashMap<>();
@@ -66,6 +72,11 @@ public final class ReferenceDriver {
                     continue;
                 }
                 JsonNode rec = ReferenceApp.JSON.readTree(line);
+                if (rec.has("advance_wall_clock_ms")) {
+                    driver.advanceWallClockTime(
+                            java.time.Duration.ofMillis(rec.get("advance_wall_clock_ms").asLong()));
+                    continue;
+                }
                 TestInputTopic<byte[], byte[]> topic =
                         inputs.computeIfAbsent(
                                 rec.get("topic").asText(),
