@@ -357,6 +357,60 @@ def demo_wordcount(
         _fail(exc)
 
 
+@demo.command("game")
+@click.option(
+    "--bootstrap-servers",
+    default=None,
+    show_envvar=True,
+    help="Use this broker (topics are recreated there) instead of an embedded one.",
+)
+@click.option("--players", type=click.IntRange(10), default=100_000, show_default=True)
+@click.option("--events", type=click.IntRange(100), default=5_000_000, show_default=True)
+@click.option(
+    "--live-events",
+    type=click.IntRange(0),
+    default=30_000,
+    show_default=True,
+    help="Events sent at --rate with the wall clock after the backlog (latency phase).",
+)
+@click.option("--rate", type=click.FloatRange(1), default=3_000.0, show_default=True)
+@click.option("--seed", type=int, default=7, show_default=True)
+@click.option("--port", type=int, default=0, help="application.server port [default: a free one].")
+@click.option(
+    "--state-dir", default=None, show_envvar=True, help="state.dir [default: a new temp folder]."
+)
+def demo_game(
+    bootstrap_servers: str | None,
+    players: int,
+    events: int,
+    live_events: int,
+    rate: float,
+    seed: int,
+    port: int,
+    state_dir: str | None,
+) -> None:
+    """Flag suspicious trades of a multiplayer game (Processor API, queryable profiles)."""
+    from streamtable.demo import game
+
+    if live_events >= events:
+        _fail(StreamtableError(f"--live-events ({live_events}) must be below --events ({events})."))
+        return
+    try:
+        game.run(
+            bootstrap_servers,
+            players=players,
+            events=events,
+            live_events=live_events,
+            rate=rate,
+            seed=seed,
+            port=port,
+            state_dir=state_dir,
+            echo=click.echo,
+        )
+    except StreamtableError as exc:
+        _fail(exc)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Run the ``streamtable`` command line (the console-script entry point).
 
