@@ -10,6 +10,7 @@ import struct
 import time
 from datetime import timedelta
 
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from streamtable import (
@@ -25,6 +26,9 @@ from streamtable import (
     Stores,
     StreamsBuilder,
 )
+from streamtable.errors import InvalidStateStoreException
+from streamtable.serde.murmur2 import default_partition
+from streamtable.state import HostInfo
 
 S, L = Serdes.string(), Serdes.long()
 
@@ -96,6 +100,15 @@ def test_processor_store_is_queryable_and_wall_clock_punctuation_fires_when_idle
         store.wait_for(PositionBound.at(end_position(bs, src, 2)), timeout=timedelta(minutes=1))
         assert store.all() == sorted(want.items())
         assert store.get("u3") == want["u3"]
+        # Kafka Streams' metadata: this instance serves every key; the partition is murmur2's
+        meta = app.query_metadata_for_key("per-user", "u3")
+        assert meta.active_host == HostInfo.unavailable()  # no application.server configured
+        assert meta.partition == default_partition(b"u3", 2)
+        (instance,) = app.streams_metadata_for_store("per-user")
+        assert instance.state_store_names == {"per-user"}
+        assert instance.topic_partitions == {(src, 0), (src, 1)}
+        with pytest.raises(InvalidStateStoreException, match="no queryable store 'nope'"):
+            app.query_metadata_for_key("nope", "u3")
 
         # no more input: heartbeats keep coming, each with the wall-clock time it fired at
         caught_up_ms = int(time.time() * 1000)

@@ -156,6 +156,9 @@ class KafkaStreams:
         self._ledger = ProgressLedger()
         self._sinks: list[ForeachBatchSink] = []
         self._plans: list[Any] = []
+        #: (topic, partition) of every input of the running topology (this instance runs
+        #: every task), for streams_metadata_for_store
+        self._source_partitions: list[tuple[str, int]] = []
         self._replayed = 0
         #: queryable store -> its changelog; queryable stores without one -> why not
         self._changelogs: dict[str, Any] = {}
@@ -286,6 +289,10 @@ class KafkaStreams:
         ensure_repartition_topics(admin, ctx.internal_topics)
         ensure_changelog_topics(admin, ctx.changelogs)
         self._changelogs, self._unlogged = dict(ctx.changelogs), dict(ctx.unlogged)
+        read = [*self.topology.source_topics, *ctx.internal_topics]
+        self._source_partitions = sorted(
+            (t, p) for t in read for p in range(ctx.topic_partitions.get(t, 1))
+        )
         if cfg.processing_guarantee == "exactly_once_v2":
             prepare_exactly_once(
                 admin,
@@ -718,6 +725,91 @@ class KafkaStreams:
                 "query it with QueryableStoreTypes.key_value_store()."
             )
         return ReadOnlyKeyValueStore(info, self._replica)
+
+    def _changelog_info(self, name: str) -> Any:
+        """The changelog of queryable store ``name``, or the reason it has none."""
+        from streamtable.errors import InvalidStateStoreException
+
+        info = self._changelogs.get(name)
+        if info is not None:
+            return info
+        if name in self._unlogged:
+            raise InvalidStateStoreException(
+                f"Store {name!r} is not queryable: {self._unlogged[name]}."
+            )
+        raise InvalidStateStoreException(
+            f"The topology has no queryable store {name!r}; its queryable stores are "
+            f"{sorted(self._changelogs)}."
+        )
+
+    def query_metadata_for_key(self, store_name: str, key: Any, key_serializer: Any = None) -> Any:
+        """Which endpoint serves ``key`` of store ``store_name`` (Kafka Streams'
+        ``queryMetadataForKey``).
+
+        This instance keeps a replica of every partition of its queryable stores, so it is
+        the active host of every key (see :mod:`streamtable.state.metadata`); the partition
+        is the changelog partition of the key's bytes (murmur2, as Kafka Streams'
+        default partitioner).
+
+        Parameters
+        ----------
+        store_name : str
+        key : object
+            The key, as the store's key serde (or ``key_serializer``) serializes it.
+        key_serializer : Serde, optional
+            Default: the store's key serde.
+
+        Returns
+        -------
+        KeyQueryMetadata
+            Active host = ``application.server`` (``HostInfo.unavailable()`` without one).
+
+        Raises
+        ------
+        InvalidStateStoreException
+            If the application is not running, or has no queryable store of that name.
+        """
+        from streamtable.errors import InvalidStateStoreException
+        from streamtable.serde.murmur2 import default_partition
+        from streamtable.state.metadata import HostInfo, KeyQueryMetadata
+
+        if self._state is not State.RUNNING:
+            raise InvalidStateStoreException(
+                f"Cannot locate key of store {store_name!r}: the application is "
+                f"{self._state.value}, not RUNNING. Call start() first."
+            )
+        info = self._changelog_info(store_name)
+        serde = key_serializer or info.key_serde
+        data = serde.serialize(key)
+        if data is None:
+            raise InvalidStateStoreException(f"Cannot locate a null key of store {store_name!r}.")
+        return KeyQueryMetadata(
+            HostInfo.parse(self.config.application_server),
+            frozenset(),
+            default_partition(data, info.partitions),
+        )
+
+    def streams_metadata_for_store(self, store_name: str) -> list[Any]:
+        """The instances serving store ``store_name`` (Kafka Streams'
+        ``streamsMetadataForStore``): this one, with every source partition it covers.
+
+        Raises
+        ------
+        InvalidStateStoreException
+            If the application is not running, or has no queryable store of that name.
+        """
+        from streamtable.errors import InvalidStateStoreException
+        from streamtable.state.metadata import HostInfo, StreamsMetadata
+
+        if self._state is not State.RUNNING:
+            raise InvalidStateStoreException(
+                f"Cannot describe store {store_name!r}: the application is "
+                f"{self._state.value}, not RUNNING. Call start() first."
+            )
+        self._changelog_info(store_name)
+        host = HostInfo.parse(self.config.application_server)
+        stores = frozenset(self._changelogs)
+        return [StreamsMetadata(host, stores, frozenset(self._source_partitions))]
 
     def queryable_stores(self) -> dict[str, str]:
         """The stores this instance serves to :meth:`store`, by name, with their kind.

@@ -4,6 +4,7 @@
 - :mod:`.queries`: Kafka Streams' read-only store interfaces over it.
 """
 
+from streamtable.state.metadata import HostInfo, KeyQueryMetadata, StreamsMetadata
 from streamtable.state.queries import (
     Position,
     PositionBound,
@@ -14,6 +15,9 @@ from streamtable.state.queries import (
 )
 
 __all__ = [
+    "HostInfo",
+    "KeyQueryMetadata",
+    "StreamsMetadata",
     "Position",
     "PositionBound",
     "QueryableStoreType",
