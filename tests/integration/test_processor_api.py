@@ -13,8 +13,16 @@ from datetime import timedelta
 
 import pytest
 
-from streamtable import Processor, PunctuationType, Record, Serdes, Stores, StreamsBuilder
-from streamtable.errors import StreamsError
+from streamtable import (
+    Processor,
+    PunctuationType,
+    Record,
+    Serdes,
+    Stores,
+    StreamsBuilder,
+    Topology,
+)
+from streamtable.errors import StreamsError, TopologyError
 from streamtable.testing import TopologyTestDriver
 
 S, L = Serdes.string(), Serdes.long()
@@ -180,3 +188,81 @@ def test_an_aggregation_reading_a_join_directly_counts_the_joined_records(spark)
         clicks.pipe_input("u2", "c", 4)  # no region: the inner join drops it
         out = driver.create_output_topic("counts", S, L)
         assert out.read_key_values_to_list() == [("u1", 1), ("u1", 2)]
+
+
+class WordCountProcessor(Processor):
+    """Kafka Streams' ``WordCountProcessorDemo`` processor: counts words in store ``Counts``
+    and, every second of stream time, forwards every word's count as a string.
+    """
+
+    def init(self, context):
+        self.context = context
+        self.counts = context.get_state_store("Counts")
+        context.schedule(timedelta(seconds=1), PunctuationType.STREAM_TIME, self.punctuate)
+
+    def punctuate(self, ts):
+        for word, n in self.counts.all():
+            self.context.forward(Record(word, str(n), ts))
+
+    def process(self, record):
+        for word in record.value.lower().split(" "):
+            self.counts.put(word, (self.counts.get(word) or 0) + 1)
+
+
+def test_a_hand_built_topology_runs_kafka_streams_word_count_processor_demo(spark):
+    topology = (
+        Topology()
+        .add_source("Source", "streams-plaintext-input", key_serde=S, value_serde=S)
+        .add_processor("Process", WordCountProcessor, "Source")
+        .add_state_store(
+            Stores.key_value_store_builder(Stores.in_memory_key_value_store("Counts"), S, L),
+            "Process",
+        )
+        .add_sink(
+            "Sink", "streams-wordcount-processor-output", "Process", key_serde=S, value_serde=S
+        )
+    )
+    with TopologyTestDriver(topology) as driver:
+        inp = driver.create_input_topic("streams-plaintext-input", S, S)
+        out = driver.create_output_topic("streams-wordcount-processor-output", S, S)
+        inp.pipe_input(None, "all streams lead to kafka", 0)
+        assert out.read_key_values_to_map() == {
+            "all": "1",
+            "streams": "1",
+            "lead": "1",
+            "to": "1",
+            "kafka": "1",
+        }
+        inp.pipe_input(None, "hello kafka streams", 500)  # stream time 500 < 1000: no punctuation
+        assert out.is_empty()
+        inp.pipe_input(None, "join kafka summit", 1_000)
+        assert out.read_key_values_to_map() == {
+            "all": "1",
+            "streams": "2",
+            "lead": "1",
+            "to": "1",
+            "kafka": "3",
+            "hello": "1",
+            "join": "1",
+            "summit": "1",
+        }
+        assert driver.get_key_value_store("Counts").get("kafka") == 3
+
+
+def test_hand_built_topologies_refuse_what_kafka_streams_refuses():
+    t = Topology().add_source("Source", "in")
+    with pytest.raises(TopologyError, match="Processor Source is already added"):
+        t.add_source("Source", "other")
+    with pytest.raises(TopologyError, match="Parent processor Nope is not added yet for P"):
+        t.add_processor("P", WordCountProcessor, "Nope")
+    with pytest.raises(TopologyError, match="you must provide at least one topic"):
+        t.add_source("S2")
+    with pytest.raises(TopologyError, match="Processor Missing is not added yet"):
+        t.add_state_store(
+            Stores.key_value_store_builder(Stores.in_memory_key_value_store("Counts"), S, L),
+            "Missing",
+        )
+    built = StreamsBuilder()
+    built.stream("in").to("out")
+    with pytest.raises(TopologyError, match="built by a StreamsBuilder and cannot be changed"):
+        built.build().add_source("x", "y")

@@ -143,8 +143,10 @@ class Lowerer:
             return lower_table_aggregate(self, node)
         if isinstance(node, JoinNode):
             return lower_join(self, node)
-        if isinstance(node, ProcessNode):
-            return lower_process(self.ctx, node, self.lower(node.parents[0]))
+        if isinstance(node, ProcessNode):  # several parents (hand-built): their union
+            inputs = [self.lower(p) for p in node.parents]
+            parent = inputs[0] if len(inputs) == 1 else lower_merge(self.ctx, inputs)
+            return lower_process(self.ctx, node, parent)
         raise TopologyError(
             f"Cannot compile node {name!r} of type {type(node).__name__}: a streamtable bug, "
             "please report it (Kafka Streams' topology builder fails likewise on a node it "
@@ -334,6 +336,11 @@ def compile_topology(topology: Topology, ctx: CompileContext) -> list[QueryPlan]
         elif isinstance(node, RecordOpNode) and node.terminal:
             plans.append(Lowerer(ctx, node.name).foreach(node))
     plans += _store_only_plans(ctx, graph.nodes)
+    if not plans:
+        raise TopologyError(
+            "The topology has no output: add a sink (Topology.add_sink, KStream.to) or a "
+            "KStream.foreach; there would be nothing to run."
+        )
     return plans
 
 

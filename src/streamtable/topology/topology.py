@@ -1,4 +1,6 @@
-"""The immutable topology built by ``StreamsBuilder.build()``."""
+"""The topology: built by ``StreamsBuilder.build()`` (immutable), or by hand with the Processor
+API's ``add_source``/``add_processor``/``add_state_store``/``add_sink`` (:mod:`.hand_built`).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import json
 from dataclasses import asdict
 
 from streamtable.topology.describe import TopologyDescription, describe
+from streamtable.topology.hand_built import HandBuiltTopology
 from streamtable.topology.nodes import (
     AggregateNode,
     CustomWindowSpec,
@@ -23,15 +26,42 @@ from streamtable.topology.nodes import (
 )
 
 
-class Topology:
+class Topology(HandBuiltTopology):
     """A directed acyclic graph of sources, processors and sinks (Kafka Streams' ``Topology``).
 
-    Built by :meth:`streamtable.StreamsBuilder.build`; nothing runs until
-    :meth:`streamtable.KafkaStreams.start`.
+    Built by :meth:`streamtable.StreamsBuilder.build`, or, created empty (``Topology()``), by
+    hand with ``add_source``, ``add_processor``, ``add_state_store`` and ``add_sink``; nothing
+    runs until :meth:`streamtable.KafkaStreams.start`.
+
+    Examples
+    --------
+    >>> from streamtable import Processor, Serdes, Stores
+    >>> class Count(Processor):
+    ...     def process(self, record): ...
+    >>> t = (Topology()
+    ...      .add_source("Source", "streams-plaintext-input")
+    ...      .add_processor("Process", Count, "Source")
+    ...      .add_state_store(Stores.key_value_store_builder(
+    ...          Stores.in_memory_key_value_store("Counts"), Serdes.string(), Serdes.long()),
+    ...          "Process")
+    ...      .add_sink("Sink", "streams-wordcount-processor-output", "Process"))
+    >>> print(t.describe())
+    Topologies:
+       Sub-topology: 0
+        Source: Source (topics: [streams-plaintext-input])
+          --> Process
+        Processor: Process (stores: [Counts])
+          --> Sink
+          <-- Source
+        Sink: Sink (topic: streams-wordcount-processor-output)
+          <-- Process
+    <BLANKLINE>
+    <BLANKLINE>
     """
 
-    def __init__(self, nodes: tuple[Node, ...]) -> None:
-        self._graph = GraphSnapshot(nodes)
+    def __init__(self, nodes: tuple[Node, ...] | None = None) -> None:
+        self._graph = GraphSnapshot(nodes or ())
+        self._hand_built = nodes is None
 
     @property
     def graph(self) -> GraphSnapshot:
