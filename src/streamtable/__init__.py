@@ -8,6 +8,7 @@ from streamtable.dsl.grouped import KGroupedStream, TimeWindowedKStream
 from streamtable.dsl.grouped_table import KGroupedTable
 from streamtable.dsl.kstream import BranchedKStream, KStream
 from streamtable.dsl.ktable import GlobalKTable, KTable
+from streamtable.dsl.materialized import Materialized
 from streamtable.dsl.suppressed import BufferConfig, Suppressed
 from streamtable.dsl.timestamps import (
     FailOnInvalidTimestamp,
@@ -57,6 +58,7 @@ __all__ = [
     "KTable",
     "GlobalKTable",
     "KGroupedTable",
+    "Materialized",
     "JoinWindows",
     "KGroupedStream",
     "TimeWindowedKStream",

@@ -395,3 +395,36 @@ def test_stream_definition_errors_name_kafka_streams_behaviour():
         match=r"The topology is empty.*'Topology has no stream threads and no global threads'",
     ):
         StreamsBuilder().build()
+
+
+def test_materialized_names_stores_and_sets_their_serdes_retention_and_logging():
+    from datetime import timedelta
+
+    from streamtable import Materialized, Serdes, StreamsBuilder, TimeWindows
+    from streamtable.topology.nodes import AggregateNode, TableAggregateNode, TableSourceNode
+
+    S, L = Serdes.string(), Serdes.long()
+    b = StreamsBuilder()
+    grouped = b.stream("in", value_serde=L).group_by_key()
+    grouped.aggregate(
+        lambda: 0,
+        lambda k, v, a: a + v,
+        Materialized.as_("totals").with_key_serde(S).with_value_serde(L),
+    ).to_stream().to("out")
+    grouped.windowed_by(TimeWindows.of_size_with_no_grace(timedelta(minutes=1))).count(
+        Materialized.as_("per-minute").with_retention(timedelta(hours=1))
+    ).to_stream().to("out2")
+    grouped.count(Materialized.as_("hidden").with_logging_disabled()).to_stream().to("out3")
+    table = b.table("t", name=Materialized.as_("t-store").with_key_serde(S).with_value_serde(S))
+    table.group_by(lambda k, v: (v, k)).count(Materialized.as_("per-value")).to_stream().to("o4")
+    nodes = {getattr(n, "store_name", None): n for n in b.build().graph.nodes}
+    totals = nodes["totals"]
+    assert isinstance(totals, AggregateNode) and totals.queryable
+    assert totals.key_serde == S and totals.store_value_serde == L
+    assert nodes["per-minute"].retention_ms == 3_600_000
+    assert not nodes["hidden"].queryable  # logging disabled: no changelog to serve it from
+    source = nodes["t-store"]
+    assert isinstance(source, TableSourceNode) and source.queryable and source.value_serde == S
+    assert isinstance(nodes["per-value"], TableAggregateNode) and nodes["per-value"].queryable
+    with pytest.raises(TopologyError, match="takes a store name or a Materialized; got int 3"):
+        grouped.count(3)

@@ -10,6 +10,7 @@ from streamtable.dsl._callables import check_callable
 from streamtable.dsl._graph import GraphBuilder
 from streamtable.dsl.kstream import KStream, _check_topic
 from streamtable.dsl.ktable import GlobalKTable, KTable
+from streamtable.dsl.materialized import Materialized, materialized_of
 from streamtable.dsl.windows import to_millis
 from streamtable.errors import TopologyError
 from streamtable.topology.cycles import check_topic_cycles
@@ -136,7 +137,7 @@ class StreamsBuilder:
         *,
         key_serde: Serde | None = None,
         value_serde: Serde | None = None,
-        name: str | None = None,
+        name: str | Materialized | None = None,
         history_retention: timedelta | int | None = None,
     ) -> KTable:
         """The topic read as a table: the latest value per key (``StreamsBuilder.table``).
@@ -152,7 +153,9 @@ class StreamsBuilder:
         key_serde, value_serde : Serde, optional
             Default: ``default.key.serde`` / ``default.value.serde``.
         name : str, optional
-            The state store's name (Kafka Streams' ``Materialized.as``).
+            The state store's name, or a ``Materialized`` (Kafka Streams'
+            ``Materialized.as``; its serdes apply when ``key_serde``/``value_serde`` are not
+            given).
         history_retention : timedelta or int ms, optional
             How long old versions are kept for timestamped lookups by stream-table joins
             (Kafka Streams' versioned store history retention), measured against the
@@ -178,8 +181,16 @@ class StreamsBuilder:
                     f"history_retention must not be negative; got {retention} ms (Kafka "
                     "Streams' Stores.persistentVersionedKeyValueStore refuses it too)."
                 )
+        m = materialized_of(name, "StreamsBuilder.table")
+        key_serde, value_serde = key_serde or m.key_serde, value_serde or m.value_serde
         node_name = self._add_table(
-            "table", topic, key_serde, value_serde, name, history_retention_ms=retention
+            "table",
+            topic,
+            key_serde,
+            value_serde,
+            m.store_name,
+            history_retention_ms=retention,
+            logged=m.logging,
         )
         return KTable(self._graph, node_name, key_serde=key_serde, value_serde=value_serde)
 
@@ -189,7 +200,7 @@ class StreamsBuilder:
         *,
         key_serde: Serde | None = None,
         value_serde: Serde | None = None,
-        name: str | None = None,
+        name: str | Materialized | None = None,
     ) -> GlobalKTable:
         """The topic read as a table every instance sees in full (``globalTable``).
 
@@ -203,8 +214,16 @@ class StreamsBuilder:
         >>> b.global_table("airlines", key_serde=Serdes.string(), value_serde=Serdes.string())
         GlobalKTable(KTABLE-SOURCE-0000000002)
         """
+        m = materialized_of(name, "StreamsBuilder.global_table")
+        key_serde, value_serde = key_serde or m.key_serde, value_serde or m.value_serde
         node_name = self._add_table(
-            "global_table", topic, key_serde, value_serde, name, is_global=True
+            "global_table",
+            topic,
+            key_serde,
+            value_serde,
+            m.store_name,
+            is_global=True,
+            logged=m.logging,
         )
         return GlobalKTable(self._graph, node_name, key_serde)
 
@@ -215,6 +234,8 @@ class StreamsBuilder:
         key_serde: Serde | None,
         value_serde: Serde | None,
         name: str | None,
+        *,
+        logged: bool = True,
         **options: Any,
     ) -> str:
         """Add a :class:`TableSourceNode` named as Kafka Streams names a table's source,
@@ -234,7 +255,7 @@ class StreamsBuilder:
                 key_serde=key_serde,
                 value_serde=value_serde,
                 store_name=store,
-                queryable=name is not None,
+                queryable=name is not None and logged,
                 **options,
             )
         )

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from streamtable.dsl._callables import check_callable
 from streamtable.dsl.ktable import KTable
+from streamtable.dsl.materialized import Materialized, materialized_of
 from streamtable.dsl.user_windows import Windows
 from streamtable.dsl.windows import SessionWindows, SlidingWindows, TimeWindows, to_millis
 from streamtable.errors import TopologyError
@@ -88,7 +89,9 @@ class _Aggregations:
     _late_records_topic: str | None = None
     _kind = "KGroupedStream"
 
-    def count(self, name: str | None = None, *, retention: timedelta | int | None = None) -> KTable:
+    def count(
+        self, name: str | Materialized | None = None, *, retention: timedelta | int | None = None
+    ) -> KTable:
         """Count the records per key (``count``); records with a null key or value are skipped.
 
         Returns a table whose values are ``int`` counts (unwindowed: computed by Spark's own
@@ -109,7 +112,7 @@ class _Aggregations:
     def reduce(
         self,
         reducer: Callable[[Any, Any], Any],
-        name: str | None = None,
+        name: str | Materialized | None = None,
         *,
         retention: timedelta | int | None = None,
     ) -> KTable:
@@ -134,7 +137,7 @@ class _Aggregations:
         self,
         initializer: Callable[[], Any],
         aggregator: Callable[[Any, Any, Any], Any],
-        name: str | None = None,
+        name: str | Materialized | None = None,
         *,
         merger: Callable[[Any, Any, Any], Any] | None = None,
         retention: timedelta | int | None = None,
@@ -151,6 +154,10 @@ class _Aggregations:
 
         Parameters
         ----------
+        name : str or Materialized, optional
+            The store: a name (queryable), or ``Materialized.as_(name)`` with serdes (the value
+            serde encodes the changelog that interactive queries read), retention or logging
+            disabled (Kafka Streams' ``Materialized``).
         merger : callable, optional
             ``merger(key, agg1, agg2)``: combines the aggregates of two sessions that a record
             merges (Kafka Streams' ``Merger``). Required for session windows, else unused.
@@ -214,11 +221,14 @@ class _Aggregations:
     def _aggregate(
         self,
         aggregation: Aggregation,
-        name: str | None,
+        name: str | Materialized | None,
         label: str,
         retention: timedelta | int | None,
     ) -> KTable:
-        retention_ms = self._retention_ms(retention)
+        m = materialized_of(name, f"{self._kind}.{label.lower()}")
+        name = m.store_name
+        retention_ms = self._retention_ms(retention if retention is not None else m.retention)
+        key_serde = self._key_serde or m.key_serde
         graph = self._stream._graph
         prefix = "KSTREAM"
         op = "REDUCE" if label == "REDUCE" else "AGGREGATE"
@@ -236,16 +246,16 @@ class _Aggregations:
                 store_name=store,
                 aggregation=aggregation,
                 windows=self._windows,
-                key_serde=self._key_serde,
+                key_serde=key_serde,
                 value_serde=self._value_serde,
                 op_label=label,
                 retention_ms=retention_ms,
                 late_records_topic=self._late_records_topic,
-                queryable=name is not None,
-                store_value_serde=_store_value_serde(label, self._value_serde),
+                queryable=name is not None and m.logging,
+                store_value_serde=m.value_serde or _store_value_serde(label, self._value_serde),
             )
         )
-        return KTable(graph, node_name, key_serde=self._key_serde, windows=self._windows)
+        return KTable(graph, node_name, key_serde=key_serde, windows=self._windows)
 
     def _repartition_before(self, parent: str, store: str) -> str:
         """The repartition node in front of an aggregation with store ``store``.

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from streamtable.dsl._callables import check_callable
 from streamtable.dsl._graph import GraphBuilder
 from streamtable.dsl.ktable import KTable
+from streamtable.dsl.materialized import Materialized, materialized_of
 from streamtable.topology.nodes import RepartitionNode, TableAggregateNode
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ class KGroupedTable:
         # a named grouping has one repartition topic, shared by its aggregations
         self._repartition: str | None = None
 
-    def count(self, name: str | None = None) -> KTable:
+    def count(self, name: str | Materialized | None = None) -> KTable:
         """Rows per group; a group whose rows all left is emitted as ``0``, not deleted.
 
         Examples
@@ -78,7 +79,7 @@ class KGroupedTable:
         self,
         adder: Callable[[Any, Any], Any],
         subtractor: Callable[[Any, Any], Any],
-        name: str | None = None,
+        name: str | Materialized | None = None,
     ) -> KTable:
         """``adder(aggregate, value)`` / ``subtractor(aggregate, value)``; a group's first value
         is its aggregate (Kafka Streams' ``KTableReduce``).
@@ -102,7 +103,7 @@ class KGroupedTable:
         initializer: Callable[[], Any],
         adder: Callable[[Any, Any, Any], Any],
         subtractor: Callable[[Any, Any, Any], Any],
-        name: str | None = None,
+        name: str | Materialized | None = None,
     ) -> KTable:
         """``adder(key, value, aggregate)`` / ``subtractor(key, value, aggregate)``; a group
         starts from ``initializer()``.
@@ -123,7 +124,7 @@ class KGroupedTable:
     def _add(
         self,
         label: str,
-        name: str | None,
+        name: str | Materialized | None,
         initializer: Callable[[], Any] | None,
         adder: Callable[..., Any],
         subtractor: Callable[..., Any],
@@ -133,6 +134,10 @@ class KGroupedTable:
     ) -> KTable:
         # Kafka Streams' order (KGroupedTableImpl): the store (KTABLE-AGGREGATE-STATE-STORE
         # for every aggregation), the repartition's sink and source, the aggregation
+        m = materialized_of(name, f"KGroupedTable.{label.lower()}")
+        name = m.store_name
+        if m.value_serde is not None:
+            store_values = m.value_serde
         names = self._graph.names
         store = names.store("KTABLE", "AGGREGATE", name)
         topic = f"{self._grouping or store}-repartition"
@@ -167,7 +172,7 @@ class KGroupedTable:
                 key_serde=self._key_serde,
                 value_serde=self._value_serde,
                 op_label=label,
-                queryable=name is not None,
+                queryable=name is not None and m.logging,
                 store_value_serde=store_values,
             )
         )

@@ -1,0 +1,121 @@
+"""``Materialized``: how an operator's state store is named and encoded (Kafka Streams'
+``Materialized``).
+
+Wherever Kafka Streams takes a ``Materialized`` — ``count``/``reduce``/``aggregate`` of grouped
+and windowed streams and grouped tables, ``StreamsBuilder.table``/``global_table`` — streamtable
+takes one in place of the ``name`` argument (a plain ``name="..."`` stays a shorthand for
+``Materialized.as_("...")``). A named store is queryable (:mod:`streamtable.state`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any
+
+from streamtable.errors import TopologyError
+
+__all__ = ["Materialized", "materialized_of"]
+
+
+@dataclass(frozen=True)
+class Materialized:
+    """A state store's name, serdes, retention and logging.
+
+    Examples
+    --------
+    >>> from streamtable import Serdes
+    >>> m = Materialized.as_("totals").with_value_serde(Serdes.long())
+    >>> m.store_name, m.value_serde
+    ('totals', Serdes.long())
+    >>> Materialized.as_("")
+    Traceback (most recent call last):
+        ...
+    streamtable.errors.TopologyError: Materialized.as_ needs a non-empty store name; got ''.
+    """
+
+    store_name: str | None = None
+    key_serde: Any = None
+    value_serde: Any = None
+    retention: timedelta | int | None = None
+    logging: bool = True
+
+    @staticmethod
+    def as_(store_name: str) -> Materialized:
+        """A store named ``store_name`` (queryable).
+
+        Raises
+        ------
+        TopologyError
+            If the name is empty or not a string.
+        """
+        if not isinstance(store_name, str) or not store_name:
+            raise TopologyError(
+                f"Materialized.as_ needs a non-empty store name; got {store_name!r}."
+            )
+        return Materialized(store_name)
+
+    @staticmethod
+    def with_(key_serde: Any = None, value_serde: Any = None) -> Materialized:
+        """An unnamed store (not queryable) with these serdes (Kafka's ``Materialized.with``)."""
+        return Materialized(None, key_serde, value_serde)
+
+    def with_key_serde(self, key_serde: Any) -> Materialized:
+        """The store's key serde."""
+        return replace(self, key_serde=key_serde)
+
+    def with_value_serde(self, value_serde: Any) -> Materialized:
+        """The store's value serde: how its changelog (and interactive queries) encode values."""
+        return replace(self, value_serde=value_serde)
+
+    def with_retention(self, retention: timedelta | int) -> Materialized:
+        """How long windows stay in a window or session store (``retention=``)."""
+        return replace(self, retention=retention)
+
+    def with_logging_disabled(self) -> Materialized:
+        """No changelog: the state stays fault-tolerant (Spark's checkpoint) but the store is
+        not queryable.
+        """
+        return replace(self, logging=False)
+
+    def with_logging_enabled(self, config: dict[str, str] | None = None) -> Materialized:
+        """A changelog (the default); topic configs are not supported.
+
+        Raises
+        ------
+        TopologyError
+            If ``config`` is given.
+        """
+        if config:
+            raise TopologyError(
+                "Materialized.with_logging_enabled: changelog topic configs are not supported "
+                "yet; call it without a config."
+            )
+        return replace(self, logging=True)
+
+    def with_caching_enabled(self) -> Materialized:
+        """Accepted; updates are compacted per micro-batch anyway."""
+        return self
+
+    def with_caching_disabled(self) -> Materialized:
+        """Accepted; see :meth:`with_caching_enabled`."""
+        return self
+
+
+def materialized_of(name: str | Materialized | None, operation: str) -> Materialized:
+    """``name`` as a :class:`Materialized` (a string is ``Materialized.as_(name)``).
+
+    Raises
+    ------
+    TopologyError
+        If ``name`` is neither.
+    """
+    if name is None:
+        return Materialized()
+    if isinstance(name, Materialized):
+        return name
+    if isinstance(name, str):
+        return Materialized.as_(name)
+    raise TopologyError(
+        f"{operation} takes a store name or a Materialized; got {type(name).__name__} {name!r}."
+    )
