@@ -35,6 +35,8 @@ from streamtable.state import (
     PositionBound,
     QueryableStoreTypes,
     ReadOnlyKeyValueStore,
+    ReadOnlySessionStore,
+    ReadOnlyWindowStore,
     StoreQueryParameters,
 )
 from streamtable.topology.topology import Topology
@@ -85,6 +87,8 @@ __all__ = [
     "StoreQueryParameters",
     "QueryableStoreTypes",
     "ReadOnlyKeyValueStore",
+    "ReadOnlyWindowStore",
+    "ReadOnlySessionStore",
     "Position",
     "PositionBound",
     "Processor",

@@ -181,3 +181,66 @@ def test_position_and_bound_follow_kafka_streams_iqv2():
     assert p.get_partition_positions("t") == {0: 7, 1: 5}
     assert not p.dominates({("t", 0): 8})
     assert PositionBound.unbounded().position == Position.empty()
+
+
+def test_window_store_fetches_follow_kafka_streams_window_key_schema():
+    from streamtable import Windowed
+    from streamtable.state.window_queries import ReadOnlyWindowStore, window_store_key
+
+    s, longs = Serdes.string(), Serdes.long()
+    info = ChangelogInfo("w", "app-w-changelog", 1, "window", s, longs, "q", window_size_ms=10)
+    rep = StoreReplica("unused:9092", {"w": info})
+    rows = [("a", 0, 1), ("a", 10, 2), ("a", 20, 3), ("ab", 10, 7), ("b", 10, 5)]
+    rep._apply(
+        [
+            Msg(info.topic, 0, i, window_store_key(k.encode(), t), longs.serialize(v))
+            for i, (k, t, v) in enumerate(rows)
+        ]
+        + [Msg(info.topic, 0, 9, window_store_key(b"a", 20), None)]  # a tombstone
+    )
+    store = ReadOnlyWindowStore(info, rep)
+    assert store.fetch("a", 0, 100) == [(0, 1), (10, 2)]
+    assert store.fetch("a", 5, 10) == [(10, 2)]
+    assert store.backward_fetch("a", 0, 100) == [(10, 2), (0, 1)]
+    assert store.fetch("a", 10) == 2 and store.fetch("a", 20) is None
+    assert store.fetch("a", 100, 0) == []  # inverted time range: empty, as Kafka Streams
+    assert store.fetch_all(10, 10) == [
+        (Windowed("a", 10, 20), 2),
+        (Windowed("ab", 10, 20), 7),
+        (Windowed("b", 10, 20), 5),
+    ]
+    assert store.fetch("a", "ab", 0, 100) == [
+        (Windowed("a", 0, 10), 1),
+        (Windowed("a", 10, 20), 2),
+        (Windowed("ab", 10, 20), 7),
+    ]
+    assert [w.key for w, _ in store.backward_all()] == ["b", "ab", "a", "a"]
+
+
+def test_session_store_fetch_and_find_sessions_follow_kafka_streams():
+    import struct
+
+    from streamtable import Windowed
+    from streamtable.state.window_queries import ReadOnlySessionStore
+
+    s, longs = Serdes.string(), Serdes.long()
+    info = ChangelogInfo("ss", "app-ss-changelog", 1, "session", s, longs, "q")
+    rep = StoreReplica("unused:9092", {"ss": info})
+
+    def key(k, start, end):
+        return k.encode() + struct.pack(">qq", end, start)
+
+    sessions = [("u", 0, 5, 2), ("u", 100, 130, 3), ("v", 10, 10, 1)]
+    rep._apply(
+        [
+            Msg(info.topic, 0, i, key(k, st, en), longs.serialize(n))
+            for i, (k, st, en, n) in enumerate(sessions)
+        ]
+    )
+    store = ReadOnlySessionStore(info, rep)
+    assert store.fetch("u") == [(Windowed("u", 0, 5), 2), (Windowed("u", 100, 130), 3)]
+    assert store.backward_fetch("u")[0] == (Windowed("u", 100, 130), 3)
+    assert store.find_sessions("u", 6, 1_000) == [(Windowed("u", 100, 130), 3)]
+    assert store.find_sessions("u", 0, 50) == [(Windowed("u", 0, 5), 2)]
+    assert store.fetch_session("v", 10, 10) == 1
+    assert store.fetch("u", "v")[-1] == (Windowed("v", 10, 10), 1)

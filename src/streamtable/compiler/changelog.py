@@ -71,11 +71,13 @@ class ChangelogInfo:
         The topic's partition count: the most partitions of the topics the store's
         sub-topology reads (Kafka Streams: one changelog partition per task).
     kind : str
-        ``"key_value"`` (the only kind logged so far).
+        ``"key_value"``, ``"window"`` or ``"session"``.
     key_serde, value_serde : Serde
         How the changelog's keys and values are encoded (the store's serdes).
     query : str
         The query whose micro-batches write the changelog.
+    window_size_ms : int or None
+        Window stores of time windows: the window size (a window's end is start + size).
     """
 
     store: str
@@ -85,6 +87,7 @@ class ChangelogInfo:
     key_serde: Serde
     value_serde: Serde
     query: str
+    window_size_ms: int | None = None
 
 
 def _long_bytes(v: int | None) -> bytes | None:
@@ -111,6 +114,9 @@ class ChangelogWriter:
     value_codec: Codec
     value_serde: Serde
     spec: OutputSpec
+    #: appended to every key: a window store's sequence number (Kafka Streams'
+    #: ``WindowKeySchema``: key + start + seqnum)
+    key_suffix: bytes = b""
 
     def encode(self, values: list[object]) -> list[bytes | None]:
         """The changelog bytes of a column of values (``None`` stays a tombstone)."""
@@ -131,9 +137,10 @@ class ChangelogWriter:
                     keys = batch.column(names.index("key")).to_pylist()
                     values = self.encode(batch.column(names.index("value")).to_pylist())
                     ts = batch.column(names.index("ts")).to_pylist()
+                    suffix = self.key_suffix
                     for key, value, t in zip(keys, values, ts, strict=True):
                         if key is not None:
-                            out.produce(self.topic, key, value, timestamp=t)
+                            out.produce(self.topic, key + suffix, value, timestamp=t)
                 yield batch
             out.close()
         except StreamsError as e:
@@ -198,6 +205,52 @@ class StoreUpdatesWriter:
         except BaseException:
             out.abort()
             raise
+
+
+def logged_windows(
+    ctx: CompileContext,
+    frame: Frame,
+    node_name: str,
+    store: str,
+    value_serde: Serde | None,
+    window_size_ms: int | None,
+) -> Frame:
+    """``frame`` (a windowed aggregation's updates, keys in windowed bytes) with a changelog
+    writer for window store ``store`` (``window_size_ms`` set: time windows) or session store.
+
+    The changelog keys are Kafka Streams' store key binaries: key + start + 4-byte sequence
+    number 0 for windows, key + end + start for sessions (which is the windowed key the
+    frame already holds). Unchanged when :func:`logged` would not log either.
+    """
+    from streamtable.compiler.codecs import SessionWindowedCodec, WindowedCodec
+    from streamtable.compiler.subtopologies import read_topics
+
+    if not store or store in ctx.changelogs or ctx.capture_dir is not None:
+        return frame
+    codec = frame.key_codec
+    assert isinstance(codec, WindowedCodec | SessionWindowedCodec)
+    key_serde = codec.inner.serde()
+    value_serde = value_serde or ctx.config.default_value_serde
+    if key_serde is None or value_serde is None:
+        what = "key" if key_serde is None else "value"
+        ctx.unlogged[store] = (
+            f"it has no {what} serde to encode its changelog: give the grouping's "
+            f"{what}_serde= (or Materialized.with_{what}_serde) or set 'default.{what}.serde'"
+        )
+        return frame
+    partitions = max(
+        (ctx.topic_partitions.get(t, 1) for t in read_topics(ctx.graph, node_name)), default=1
+    )
+    topic = changelog_topic(ctx.config.application_id, store)
+    kind = "session" if window_size_ms is None else "window"
+    suffix = b"" if window_size_ms is None else b"\x00\x00\x00\x00"
+    writer = ChangelogWriter(
+        topic, frame.value_codec, value_serde, ctx.output_spec(f"changelog-{store}"), suffix
+    )
+    ctx.changelogs[store] = ChangelogInfo(
+        store, topic, partitions, kind, key_serde, value_serde, ctx.query, window_size_ms
+    )
+    return frame.with_(df=frame.df.mapInArrow(writer, frame.df.schema))
 
 
 def logged(

@@ -347,7 +347,7 @@ def compile_topology(topology: Topology, ctx: CompileContext) -> list[QueryPlan]
 def _store_only_plans(ctx: CompileContext, nodes: tuple[Node, ...]) -> list[QueryPlan]:
     """A query for each queryable key-value store that no query holds (a named table or
     aggregation nothing downstream reads): Kafka Streams materializes such a store anyway, so
-    interactive queries can read it. Window and session stores are not queryable yet.
+    interactive queries can read it.
     Not in the TopologyTestDriver, which reads stores from the queries' checkpoints.
     """
     plans = []
@@ -355,8 +355,6 @@ def _store_only_plans(ctx: CompileContext, nodes: tuple[Node, ...]) -> list[Quer
         store = getattr(node, "store_name", "")
         if not getattr(node, "queryable", False) or store in ctx.changelogs:
             continue
-        if isinstance(node, AggregateNode) and node.windows is not None:
-            ctx.unlogged.setdefault(store, "window and session stores are not queryable yet")
-        elif store not in ctx.unlogged and ctx.capture_dir is None:
+        if store not in ctx.unlogged and ctx.capture_dir is None:
             plans.append(Lowerer(ctx, node.name).store_only(node))
     return plans

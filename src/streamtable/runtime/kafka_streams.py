@@ -695,6 +695,7 @@ class KafkaStreams:
         """
         from streamtable.errors import InvalidStateStoreException
         from streamtable.state.queries import ReadOnlyKeyValueStore
+        from streamtable.state.window_queries import ReadOnlySessionStore, ReadOnlyWindowStore
 
         name, kind = parameters.store_name, parameters.query_type.kind
         if self._state is not State.RUNNING:
@@ -721,10 +722,16 @@ class KafkaStreams:
             )
         if kind != info.kind:
             raise InvalidStateStoreException(
-                f"Store {name!r} is a key-value store, not a {kind.replace('_', ' ')} store: "
-                "query it with QueryableStoreTypes.key_value_store()."
+                f"Store {name!r} is a {info.kind.replace('_', '-')} store, not a "
+                f"{kind.replace('_', '-')} store: query it with "
+                f"QueryableStoreTypes.{info.kind}_store()."
             )
-        return ReadOnlyKeyValueStore(info, self._replica)
+        views = {
+            "key_value": ReadOnlyKeyValueStore,
+            "window": ReadOnlyWindowStore,
+            "session": ReadOnlySessionStore,
+        }
+        return views[info.kind](info, self._replica)
 
     def _changelog_info(self, name: str) -> Any:
         """The changelog of queryable store ``name``, or the reason it has none."""

@@ -13,6 +13,7 @@ from streamtable.state.queries import (
     ReadOnlyKeyValueStore,
     StoreQueryParameters,
 )
+from streamtable.state.window_queries import ReadOnlySessionStore, ReadOnlyWindowStore
 
 __all__ = [
     "HostInfo",
@@ -23,5 +24,7 @@ __all__ = [
     "QueryableStoreType",
     "QueryableStoreTypes",
     "ReadOnlyKeyValueStore",
+    "ReadOnlySessionStore",
+    "ReadOnlyWindowStore",
     "StoreQueryParameters",
 ]

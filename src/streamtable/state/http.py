@@ -13,6 +13,9 @@ Endpoints (every answer is JSON; see ``docs/interactive-queries.md``, "Over HTTP
 - ``GET /stores/{name}/keys/{key}``: one value (404 when the key is absent);
 - ``GET /stores/{name}/range?from=&to=&reverse=&limit=``, ``GET /stores/{name}/all?reverse=&limit=``
   and ``GET /stores/{name}/prefix/{prefix}?limit=``: entries in serialized-key order;
+- ``GET /stores/{name}/windows/{key}?from=&to=``: a window store's windows of one key starting
+  in ``[from, to]`` (ms; an inverted range is 400); ``GET /stores/{name}/sessions/{key}``: a
+  session store's sessions of one key;
 - ``GET /metadata``: this instance's ``application.server``, ``application.id``, state, stores and
   the source partitions each store covers (every partition is local for now);
 - ``GET /docs``: the OpenAPI page (FastAPI's).
@@ -68,6 +71,7 @@ from streamtable.state.queries import (
     PositionBound,
     QueryableStoreTypes,
     ReadOnlyKeyValueStore,
+    ReplicaView,
     StoreQueryParameters,
 )
 
@@ -261,7 +265,7 @@ def create_app(streams: QueryableStreams, *, token: str | None = None) -> FastAP
             log.exception("streamtable: HTTP query failed")
             return _error(500, f"Internal error: {type(e).__name__}: {e}")
 
-    def open_store(name: str) -> ReadOnlyKeyValueStore:
+    def open_store(name: str, kind: str = "key_value") -> Any:
         stores = streams.queryable_stores()
         if name not in stores:
             raise _QueryError(
@@ -269,22 +273,33 @@ def create_app(streams: QueryableStreams, *, token: str | None = None) -> FastAP
                 f"No queryable store {name!r}; the queryable stores are {sorted(stores)} "
                 "(GET /stores).",
             )
-        if stores[name] != "key_value":
+        if stores[name] != kind:
+            routes = {
+                "key_value": "/keys, /range, /all, /prefix",
+                "window": "/windows/{key}",
+                "session": "/sessions/{key}",
+            }
             raise _QueryError(
-                400, f"Store {name!r} is a {stores[name]} store; only key-value stores are served."
+                400,
+                f"Store {name!r} is a {stores[name].replace('_', '-')} store; query it with "
+                f"GET /stores/{name}{routes[stores[name]]}.",
             )
-        return streams.store(
-            StoreQueryParameters.from_name_and_type(name, QueryableStoreTypes.key_value_store())
-        )
+        types = {
+            "key_value": QueryableStoreTypes.key_value_store(),
+            "window": QueryableStoreTypes.window_store(),
+            "session": QueryableStoreTypes.session_store(),
+        }
+        return streams.store(StoreQueryParameters.from_name_and_type(name, types[kind]))
 
     def read(
         name: str,
         min_position: str | None,
         timeout_ms: int,
-        fn: Callable[[ReadOnlyKeyValueStore], dict[str, Any]],
+        fn: Callable[[Any], dict[str, Any]],
+        kind: str = "key_value",
     ) -> Callable[[], dict[str, Any]]:
         def run() -> dict[str, Any]:
-            store = open_store(name)
+            store = open_store(name, kind)
             _wait(store, min_position, timeout_ms)
             position = store.position()  # before the data: the answer reflects at least it
             try:
@@ -403,6 +418,50 @@ def create_app(streams: QueryableStreams, *, token: str | None = None) -> FastAP
 
         return answer(read(name, min_position, timeout_ms, body))
 
+    @app.get("/stores/{name}/windows/{key:path}")
+    def get_windows(
+        name: str,
+        key: str,
+        from_: Annotated[int, Query(alias="from", description="Earliest window start (ms)")] = 0,
+        to: Annotated[int, Query(description="Latest window start (ms)")] = (1 << 63) - 1,
+        min_position: _MinPosition = None,
+        timeout_ms: _TimeoutMs = 0,
+    ) -> JSONResponse:
+        """The windows of one key of a window store starting in ``[from, to]`` (ms)."""
+
+        def body(store: Any) -> dict[str, Any]:
+            k = _url_key(store, key, "key")
+            if from_ > to:
+                raise _QueryError(400, f"Inverted time range: from={from_} is after to={to}.")
+            windows = store.fetch(k, from_, to)
+            size = store.window_size_ms
+            return {
+                "key": to_json(k),
+                "windows": [{"start": s, "end": s + size, "value": to_json(v)} for s, v in windows],
+            }
+
+        return answer(read(name, min_position, timeout_ms, body, "window"))
+
+    @app.get("/stores/{name}/sessions/{key:path}")
+    def get_sessions(
+        name: str,
+        key: str,
+        min_position: _MinPosition = None,
+        timeout_ms: _TimeoutMs = 0,
+    ) -> JSONResponse:
+        """The sessions of one key of a session store."""
+
+        def body(store: Any) -> dict[str, Any]:
+            k = _url_key(store, key, "key")
+            return {
+                "key": to_json(k),
+                "sessions": [
+                    {"start": w.start, "end": w.end, "value": to_json(v)} for w, v in store.fetch(k)
+                ],
+            }
+
+        return answer(read(name, min_position, timeout_ms, body, "session"))
+
     @app.get("/metadata")
     def metadata() -> JSONResponse:
         """Address, application id, state and stores of this instance, and the source
@@ -439,7 +498,7 @@ def create_app(streams: QueryableStreams, *, token: str | None = None) -> FastAP
     return app
 
 
-def _wait(store: ReadOnlyKeyValueStore, min_position: str | None, timeout_ms: int) -> None:
+def _wait(store: ReplicaView, min_position: str | None, timeout_ms: int) -> None:
     if not min_position:
         return
     try:
@@ -453,7 +512,7 @@ def _wait(store: ReadOnlyKeyValueStore, min_position: str | None, timeout_ms: in
         raise _QueryError(504, str(e), position=_position_json(reached)) from None
 
 
-def _url_key(store: ReadOnlyKeyValueStore, text: str, what: str) -> Any:
+def _url_key(store: ReplicaView, text: str, what: str) -> Any:
     """The store key that URL text ``text`` stands for (the rules in the module docstring)."""
     serde = store.key_serde
     if serde.kind == "string":

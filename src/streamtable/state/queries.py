@@ -52,6 +52,16 @@ class QueryableStoreTypes:
         """A :class:`ReadOnlyKeyValueStore` (``QueryableStoreTypes.keyValueStore()``)."""
         return QueryableStoreType("key_value")
 
+    @staticmethod
+    def window_store() -> QueryableStoreType:
+        """A :class:`~.window_queries.ReadOnlyWindowStore` (``windowStore()``)."""
+        return QueryableStoreType("window")
+
+    @staticmethod
+    def session_store() -> QueryableStoreType:
+        """A :class:`~.window_queries.ReadOnlySessionStore` (``sessionStore()``)."""
+        return QueryableStoreType("session")
+
 
 @dataclass(frozen=True)
 class StoreQueryParameters:
@@ -142,29 +152,14 @@ class PositionBound:
         return PositionBound(Position.empty())
 
 
-class ReadOnlyKeyValueStore:
-    """Kafka Streams' ``ReadOnlyKeyValueStore`` over a queryable store's replica.
-
-    Keys are compared by their serialized bytes (the store's key serde), as Kafka Streams'
-    stores order them; iterations return ``(key, value)`` pairs in that order, as a snapshot
-    taken when called. Values are decoded with the store's value serde. A key that is absent
-    (never written, or deleted by a tombstone) reads as ``None``.
-
-    Attributes
-    ----------
-    name : str
-        The store's name.
-    key_serde, value_serde : Serde
-        The store's serdes (those of its changelog topic).
-    """
+class ReplicaView:
+    """What every read-only store view shares: the replica, the position, key encoding."""
 
     def __init__(self, info: ChangelogInfo, replica: StoreReplica) -> None:
         self.name = info.store
         self.key_serde: Serde = info.key_serde
         self.value_serde: Serde = info.value_serde
         self._replica = replica
-
-    # -- position -----------------------------------------------------------------------
 
     def position(self) -> Position:
         """The input this store's replica reflects now (IQv2 ``Position``)."""
@@ -183,6 +178,39 @@ class ReadOnlyKeyValueStore:
         """
         bound_offsets = dict(bound.position)
         return Position(self._replica.wait_for(self.name, bound_offsets, timeout.total_seconds()))
+
+    def _serialize_key(self, key: Any, serde: Serde | None = None) -> bytes:
+        if key is None:
+            raise StreamsError(f"Store {self.name!r}: a query key cannot be None.")
+        try:
+            data = (serde or self.key_serde).serialize(key)
+        except Exception as e:
+            raise StreamsError(
+                f"Store {self.name!r}: cannot serialize query key {key!r} with "
+                f"{serde or self.key_serde!r}: {e}"
+            ) from e
+        assert data is not None
+        return data
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class ReadOnlyKeyValueStore(ReplicaView):
+    """Kafka Streams' ``ReadOnlyKeyValueStore`` over a queryable store's replica.
+
+    Keys are compared by their serialized bytes (the store's key serde), as Kafka Streams'
+    stores order them; iterations return ``(key, value)`` pairs in that order, as a snapshot
+    taken when called. Values are decoded with the store's value serde. A key that is absent
+    (never written, or deleted by a tombstone) reads as ``None``.
+
+    Attributes
+    ----------
+    name : str
+        The store's name.
+    key_serde, value_serde : Serde
+        The store's serdes (those of its changelog topic).
+    """
 
     # -- Kafka Streams' ReadOnlyKeyValueStore -------------------------------------------
 
@@ -246,19 +274,6 @@ class ReadOnlyKeyValueStore:
 
     # -- helpers ------------------------------------------------------------------------
 
-    def _serialize_key(self, key: Any, serde: Serde | None = None) -> bytes:
-        if key is None:
-            raise StreamsError(f"Store {self.name!r}: a query key cannot be None.")
-        try:
-            data = (serde or self.key_serde).serialize(key)
-        except Exception as e:
-            raise StreamsError(
-                f"Store {self.name!r}: cannot serialize query key {key!r} with "
-                f"{serde or self.key_serde!r}: {e}"
-            ) from e
-        assert data is not None
-        return data
-
     def _scan(self, lo: Any, hi: Any, *, reverse: bool) -> list[tuple[Any, Any]]:
         lo_b = None if lo is None else self._serialize_key(lo)
         hi_b = None if hi is None else self._serialize_key(hi)
@@ -275,6 +290,3 @@ class ReadOnlyKeyValueStore:
         keys = self.key_serde.deserialize_many([k for k, _ in pairs])
         values = self.value_serde.deserialize_many([v for _, v in pairs])
         return list(zip(keys, values, strict=True))
-
-    def __repr__(self) -> str:
-        return f"ReadOnlyKeyValueStore({self.name!r})"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pyspark.sql import functions as F
 
+from streamtable.compiler.changelog import logged_windows
 from streamtable.compiler.codecs import (
     Codec,
     PickleCodec,
@@ -157,9 +158,21 @@ def lower_windowed_aggregate(
     )
     kind = "session" if isinstance(windows, SessionWindowSpec) else "window"
     ctx.register_store(node.store_name, kind, parent.key_codec, WindowEntries())
-    return Frame(
+    frame = Frame(
         frame_columns_only(out),
         windowed_key_codec(parent.key_codec, windows),
         PickleCodec(),
         stateful=True,
     )
+    if not node.queryable:
+        return frame
+    if emit_final is not None:
+        # the operator emits final results only; Kafka Streams' window store holds every update
+        ctx.unlogged.setdefault(
+            node.store_name,
+            "its aggregation is suppressed until windows close, and streamtable's window "
+            "store then holds final results only; query an unsuppressed named aggregation",
+        )
+        return frame
+    size = None if isinstance(windows, SessionWindowSpec) else windows.size_ms
+    return logged_windows(ctx, frame, node.name, node.store_name, node.store_value_serde, size)
