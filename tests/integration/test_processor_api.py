@@ -266,3 +266,47 @@ def test_hand_built_topologies_refuse_what_kafka_streams_refuses():
     built.stream("in").to("out")
     with pytest.raises(TopologyError, match="built by a StreamsBuilder and cannot be changed"):
         built.build().add_source("x", "y")
+
+
+class WindowCounter(Processor):
+    """Counts each key's records per 10 s window in window store ``per-10s`` (retention 30 s)
+    and forwards ``"<window start>:<count>"``.
+    """
+
+    def init(self, context):
+        self.context = context
+        self.windows = context.get_state_store("per-10s")
+
+    def process(self, record):
+        start = record.timestamp // 10_000 * 10_000
+        n = (self.windows.fetch(record.key, start) or 0) + 1
+        self.windows.put(record.key, n, start)
+        self.context.forward(record.with_value(f"{start}:{n}"))
+
+
+def test_a_window_store_keeps_windows_within_its_retention(spark):
+    b = StreamsBuilder()
+    b.add_state_store(
+        Stores.window_store_builder(
+            Stores.persistent_window_store("per-10s", timedelta(seconds=30), timedelta(seconds=10)),
+            S,
+            L,
+        )
+    )
+    b.stream("in", key_serde=S, value_serde=S).process(WindowCounter, "per-10s").to(
+        "out", key_serde=S, value_serde=S
+    )
+    with TopologyTestDriver(b.build()) as driver:
+        inp = driver.create_input_topic("in", S, S)
+        out = driver.create_output_topic("out", S, S)
+        for key, ts in [("a", 1_000), ("a", 9_000), ("b", 12_000), ("a", 15_000)]:
+            inp.pipe_input(key, "x", ts)
+        assert out.read_values_to_list() == ["0:1", "0:2", "10000:1", "10000:1"]
+        store = driver.get_window_store("per-10s")
+        assert store.fetch("a", 0, 100_000) == [(0, 2), (10_000, 1)]
+        # observed stream time 40 s: windows starting at or before 10 s have expired
+        inp.pipe_input("a", "x", 40_000)
+        inp.pipe_input("a", "x", 5_000)  # its window (0) expired: counted afresh, not stored
+        assert out.read_values_to_list() == ["40000:1", "0:1"]
+        assert store.fetch("a", 0, 100_000) == [(40_000, 1)]  # expired windows removed
+        assert store.fetch("b", 0, 100_000) == []

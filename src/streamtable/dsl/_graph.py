@@ -98,12 +98,12 @@ class GraphBuilder:
 
     def add_state_store(self, builder: Any) -> None:
         """Register a Processor API store builder (``StreamsBuilder.add_state_store``)."""
-        from streamtable.processor.stores import KeyValueStoreBuilder
+        from streamtable.processor.stores import is_store_builder
 
-        if not isinstance(builder, KeyValueStoreBuilder):
+        if not is_store_builder(builder):
             raise TopologyError(
                 "StreamsBuilder.add_state_store expects a store builder from "
-                "Stores.key_value_store_builder(...); got "
+                "Stores.key_value_store_builder(...) or Stores.window_store_builder(...); got "
                 f"{type(builder).__name__} {builder!r}."
             )
         if builder.name in self.state_stores:

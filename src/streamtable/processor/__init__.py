@@ -16,6 +16,9 @@ from streamtable.processor.stores import (
     KeyValueStore,
     KeyValueStoreBuilder,
     Stores,
+    WindowBytesStoreSupplier,
+    WindowStore,
+    WindowStoreBuilder,
 )
 
 __all__ = [
@@ -30,4 +33,7 @@ __all__ = [
     "Record",
     "RecordMetadata",
     "Stores",
+    "WindowBytesStoreSupplier",
+    "WindowStore",
+    "WindowStoreBuilder",
 ]

@@ -19,9 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, replace
+from datetime import timedelta
 from typing import Any
 
 from streamtable.errors import TopologyError
+from streamtable.processor.window_stores import (
+    WindowBytesStoreSupplier,
+    WindowStore,
+    WindowStoreBuilder,
+)
 from streamtable.serde.base import Serde
 
 __all__ = [
@@ -29,6 +35,10 @@ __all__ = [
     "KeyValueStore",
     "KeyValueStoreBuilder",
     "Stores",
+    "WindowBytesStoreSupplier",
+    "WindowStore",
+    "WindowStoreBuilder",
+    "is_store_builder",
 ]
 
 
@@ -119,6 +129,59 @@ class Stores:
     def in_memory_key_value_store(name: str) -> KeyValueBytesStoreSupplier:
         """An in-memory key-value store supplier (stored like a persistent one; see module)."""
         return KeyValueBytesStoreSupplier(_check_name(name), persistent=False)
+
+    @staticmethod
+    def persistent_window_store(
+        name: str,
+        retention_period: timedelta | int,
+        window_size: timedelta | int,
+        retain_duplicates: bool = False,
+    ) -> WindowBytesStoreSupplier:
+        """A persistent window store supplier (Kafka Streams' ``Stores.persistentWindowStore``).
+
+        Raises
+        ------
+        TopologyError
+            If the name is empty, a duration negative, or the retention shorter than the
+            window size.
+        """
+        return WindowBytesStoreSupplier.of(
+            name, retention_period, window_size, retain_duplicates, persistent=True
+        )
+
+    @staticmethod
+    def in_memory_window_store(
+        name: str,
+        retention_period: timedelta | int,
+        window_size: timedelta | int,
+        retain_duplicates: bool = False,
+    ) -> WindowBytesStoreSupplier:
+        """An in-memory window store supplier (stored like a persistent one)."""
+        return WindowBytesStoreSupplier.of(
+            name, retention_period, window_size, retain_duplicates, persistent=False
+        )
+
+    @staticmethod
+    def window_store_builder(
+        supplier: WindowBytesStoreSupplier,
+        key_serde: Serde | None = None,
+        value_serde: Serde | None = None,
+    ) -> WindowStoreBuilder:
+        """A builder of the window store ``supplier`` describes
+        (:class:`~streamtable.processor.window_stores.WindowStore` at run time).
+
+        Raises
+        ------
+        TopologyError
+            If ``supplier`` is not a window store supplier.
+        """
+        if not isinstance(supplier, WindowBytesStoreSupplier):
+            raise TopologyError(
+                "Stores.window_store_builder expects a supplier from "
+                "Stores.persistent_window_store(...) or in_memory_window_store(...); got "
+                f"{supplier!r}."
+            )
+        return WindowStoreBuilder(supplier, key_serde, value_serde)
 
     @staticmethod
     def key_value_store_builder(
@@ -301,3 +364,8 @@ class KeyValueStore:
 
     def __repr__(self) -> str:
         return f"KeyValueStore({self._name!r}, {len(self._data)} keys)"
+
+
+def is_store_builder(obj: object) -> bool:
+    """Whether ``obj`` is a store builder from :class:`Stores` (key-value or window)."""
+    return isinstance(obj, KeyValueStoreBuilder | WindowStoreBuilder)

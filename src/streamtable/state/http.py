@@ -52,6 +52,7 @@ import logging
 import math
 import re
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -74,6 +75,9 @@ from streamtable.state.queries import (
     ReplicaView,
     StoreQueryParameters,
 )
+
+#: CPython's GIL switch interval while a query server runs in the process (s)
+QUERY_SWITCH_INTERVAL_S = 0.0005
 
 __all__ = ["QueryServer", "QueryableStreams", "create_app", "parse_position", "to_json"]
 
@@ -650,6 +654,12 @@ class QueryServer:
             timeout_graceful_shutdown=5,
         )
         self._server = uvicorn.Server(config)
+        # The server thread shares the GIL with the replica's consumer thread and Spark's
+        # callbacks; with CPython's default 5 ms switch interval each of a request's I/O
+        # steps can wait that long for the GIL (measured: HTTP p50 49 ms while ingesting
+        # 10k records/s, 0.8 ms alone). A shorter interval bounds those waits.
+        if sys.getswitchinterval() > QUERY_SWITCH_INTERVAL_S:
+            sys.setswitchinterval(QUERY_SWITCH_INTERVAL_S)
         self._thread = threading.Thread(
             target=self._server.run,
             kwargs={"sockets": [self._socket]},

@@ -108,9 +108,9 @@ class HandBuiltTopology:
             unknown, or more than one processor is named (streamtable runs each processor as its
             own Spark operator; a store belongs to one).
         """
-        from streamtable.processor.stores import KeyValueStoreBuilder
+        from streamtable.processor.stores import is_store_builder
 
-        if not isinstance(builder, KeyValueStoreBuilder):
+        if not is_store_builder(builder):
             raise TopologyError(
                 "Topology.add_state_store expects a builder from Stores.key_value_store_builder"
                 f"(...); got {type(builder).__name__} {builder!r}."

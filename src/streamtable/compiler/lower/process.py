@@ -37,7 +37,7 @@ from streamtable.compiler.paged.processor_pages import (
     StoreSpec,
 )
 from streamtable.compiler.paged.punctuation import WALL_CLOCK_TIME
-from streamtable.compiler.paged.stores import ProcessorStoreEntries
+from streamtable.compiler.paged.stores import ProcessorStoreEntries, ProcessorWindowEntries
 from streamtable.errors import StreamsError, TopologyError
 from streamtable.topology.nodes import ProcessNode
 
@@ -69,7 +69,10 @@ def store_specs(ctx: CompileContext, node: ProcessNode) -> tuple[StoreSpec, ...]
                     f"'Please specify a {what} serde ...')."
                 )
             serdes.append(serde)
-        out.append(StoreSpec(b.name, serdes[0], serdes[1], b.logging))
+        window = getattr(b.supplier, "window_size_ms", None) is not None
+        out.append(
+            StoreSpec(b.name, serdes[0], serdes[1], b.logging, b.supplier if window else None)
+        )
     return tuple(out)
 
 
@@ -137,13 +140,12 @@ def lower_process(ctx: CompileContext, node: ProcessNode, parent: Frame) -> Fram
     )
     ctx.stateful_operator()
     for s in stores:
-        ctx.register_store(
-            s.name,
-            "key_value",
-            SerdeCodec(s.key_serde),
-            ProcessorStoreEntries(s.name, s.value_serde),
-            state_var=PAGES_VAR,
+        decode = (
+            ProcessorStoreEntries(s.name, s.value_serde)
+            if s.window is None
+            else ProcessorWindowEntries(s.name, s.value_serde, s.window.window_size_ms)
         )
+        ctx.register_store(s.name, s.kind, SerdeCodec(s.key_serde), decode, state_var=PAGES_VAR)
     topics = _changelogs(ctx, node, stores)
     if topics:
         out = out.mapInArrow(
@@ -189,8 +191,9 @@ def _changelogs(
         if s.name in ctx.changelogs:
             continue
         topic = changelog_topic(ctx.config.application_id, s.name)
+        size = None if s.window is None else s.window.window_size_ms
         ctx.changelogs[s.name] = ChangelogInfo(
-            s.name, topic, partitions, "key_value", s.key_serde, s.value_serde, ctx.query
+            s.name, topic, partitions, s.kind, s.key_serde, s.value_serde, ctx.query, size
         )
         topics[s.name] = topic
     return topics

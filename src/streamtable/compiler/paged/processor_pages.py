@@ -24,6 +24,7 @@ from streamtable.compiler.paged.records import Out, Rec
 from streamtable.errors import StreamsError
 from streamtable.processor.api import Record, RecordMetadata
 from streamtable.processor.stores import KeyValueStore
+from streamtable.processor.window_stores import WindowBytesStoreSupplier, WindowStore
 from streamtable.serde.base import Serde
 
 #: Drop reason of records the processing exception handler skipped.
@@ -37,12 +38,20 @@ _AFTER_RECORDS = ((1 << 31) - 1, 1 << 62)
 
 @dataclass(frozen=True)
 class StoreSpec:
-    """A connected key-value store: name, serdes, and whether its updates are logged."""
+    """A connected store: name, serdes, whether its updates are logged, and for a window
+    store its supplier (retention, window size).
+    """
 
     name: str
     key_serde: Serde
     value_serde: Serde
     logged: bool
+    window: WindowBytesStoreSupplier | None = None
+
+    @property
+    def kind(self) -> str:
+        """``"key_value"`` or ``"window"``."""
+        return "key_value" if self.window is None else "window"
 
 
 @dataclass(frozen=True)
@@ -104,7 +113,7 @@ class PageContext:
     wall_clock: int | None
     outputs: list[Out] = field(default_factory=list)
     schedules: list[tuple[ScheduleState, Callable[[int], None]]] = field(default_factory=list)
-    opened: dict[str, KeyValueStore] = field(default_factory=dict)
+    opened: dict[str, Any] = field(default_factory=dict)
     #: store -> key bytes -> (value bytes or None, ts): updates to log
     changes: dict[str, dict[bytes, tuple[bytes | None, int]]] = field(default_factory=dict)
     in_init: bool = False
@@ -184,7 +193,7 @@ class PageContext:
         self.schedules.append((state, punctuator))
         return _Cancellable(state)
 
-    def get_state_store(self, name: str) -> KeyValueStore:  # noqa: D102
+    def get_state_store(self, name: str) -> Any:  # noqa: D102
         store = self.opened.get(name)
         if store is not None:
             return store
@@ -196,7 +205,13 @@ class PageContext:
                 f"its name to KStream.process(supplier, {name!r}); connected stores: "
                 f"{[s.name for s in self.spec.stores]}."
             )
-        store = KeyValueStore(name, self.load_store(name), spec.key_serde, spec.value_serde)
+        store: Any
+        if spec.window is not None:
+            store = WindowStore(
+                spec.window, self.load_store(name), spec.key_serde, spec.value_serde
+            )
+        else:
+            store = KeyValueStore(name, self.load_store(name), spec.key_serde, spec.value_serde)
         store.on_change = self._logger(name) if spec.logged else None
         self.opened[name] = store
         return store
@@ -331,6 +346,10 @@ def run_page(
             if not _call(spec, "punctuator", punctuator, now, where=where):
                 skipped += 1
     _call(spec, "close", proc.close, where="in close()")
+    for store in ctx.opened.values():
+        flush = getattr(store, "flush", None)
+        if flush is not None:
+            flush()
     return PageResult(ctx.outputs, ctx.changes, [s for s, _ in ctx.schedules], skipped)
 
 

@@ -143,6 +143,10 @@ class ProcessorStoreEntries:
 
     def __call__(self, rows: list[tuple[Any, Any]]) -> list[tuple[bytes, Any]]:
         """``(key bytes, value)`` of every key of the store (unordered)."""
+        return [(k, self.value_serde.deserialize(v)) for k, v in self.raw(rows)]
+
+    def raw(self, rows: list[tuple[Any, ...]]) -> list[tuple[bytes, bytes]]:
+        """``(key bytes, value bytes)`` of every entry of the store."""
         import pickle
 
         out = []
@@ -150,6 +154,37 @@ class ProcessorStoreEntries:
             value = row[-1]
             if value is None or value["blob"] is None:
                 continue
-            for k, v in pickle.loads(value["blob"]).get(self.store, {}).items():
-                out.append((k, self.value_serde.deserialize(v)))
+            out.extend(pickle.loads(value["blob"]).get(self.store, {}).items())
+        return out
+
+
+@dataclass(frozen=True)
+class ProcessorWindowEntries:
+    """Decoder of a Processor API window store (like :class:`ProcessorStoreEntries`, keys in
+    Kafka Streams' window key binary: key + 8-byte start + 4-byte sequence number).
+
+    Examples
+    --------
+    >>> import pickle
+    >>> from streamtable import Serdes
+    >>> key = b"a" + (5).to_bytes(8, "big") + bytes(4)
+    >>> blob = pickle.dumps({"w": {key: Serdes.long().serialize(3), b"": bytes(8)}})
+    >>> ProcessorWindowEntries("w", Serdes.long(), 10)([({"task": 0}, {"page": 1}, {"blob": blob})])
+    [(b'a', 5, 15, 3)]
+    """
+
+    store: str
+    value_serde: Any
+    window_size_ms: int
+
+    def __call__(self, rows: list[tuple[Any, ...]]) -> list[tuple[bytes, int, int, Any]]:
+        """``(key bytes, start, end, value)`` of every window (unordered)."""
+        out = []
+        for k, v in ProcessorStoreEntries(self.store, self.value_serde).raw(rows):
+            if not k:  # the observed stream time
+                continue
+            start = int.from_bytes(k[-12:-4], "big", signed=True)
+            out.append(
+                (k[:-12], start, start + self.window_size_ms, self.value_serde.deserialize(v))
+            )
         return out
