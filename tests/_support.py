@@ -7,7 +7,14 @@ from typing import Any
 from streamtable.demo._harness import ensure_topics, read_topic
 from streamtable.demo.flights_data import produce_records
 
-__all__ = ["ensure_topics", "read_topic", "produce_records", "produce_values", "frame_batch"]
+__all__ = [
+    "end_position",
+    "ensure_topics",
+    "read_topic",
+    "produce_records",
+    "produce_values",
+    "frame_batch",
+]
 
 
 def frame_batch(rows: list[tuple[Any, ...]]) -> Any:
@@ -40,3 +47,21 @@ def produce_values(
         vb = v.encode() if isinstance(v, str) else v
         records.append((kb, vb, None if ts is None else ts + i))
     produce_records(bootstrap, topic, records)
+
+
+def end_position(bootstrap_servers: str, topic: str, partitions: int) -> Any:
+    """The IQv2 ``Position`` of the last record of each non-empty partition of ``topic``."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    from streamtable import Position
+
+    c = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "tests-end-position"})
+    try:
+        pos = Position.empty()
+        for p in range(partitions):
+            _, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            if high > 0:
+                pos = pos.with_component(topic, p, high - 1)
+        return pos
+    finally:
+        c.close()

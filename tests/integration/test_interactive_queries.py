@@ -11,9 +11,8 @@ import struct
 from datetime import timedelta
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
-from _support import ensure_topics, produce_records
+from _support import end_position, ensure_topics, produce_records
 from streamtable import (
     KafkaStreams,
     Position,
@@ -28,20 +27,6 @@ from streamtable.runtime.kafka_admin import KafkaAdmin
 
 S, L = Serdes.string(), Serdes.long()
 KV = QueryableStoreTypes.key_value_store()
-
-
-def last_offsets(bs, topic, partitions):
-    """Position of the last record of each partition of ``topic`` (skipping empty ones)."""
-    c = Consumer({"bootstrap.servers": bs, "group.id": "iq-test-offsets"})
-    try:
-        pos = Position.empty()
-        for p in range(partitions):
-            _, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            if high > 0:
-                pos = pos.with_component(topic, p, high - 1)
-        return pos
-    finally:
-        c.close()
 
 
 def clicks(n, start):
@@ -90,12 +75,12 @@ def test_named_stores_answer_queries_while_the_application_runs(
         counts = app.store(StoreQueryParameters.from_name_and_type("click-counts", KV))
         totals = app.store(StoreQueryParameters.from_name_and_type("amount-totals", KV))
         levels = app.store(StoreQueryParameters.from_name_and_type("profiles", KV))
-        bound = PositionBound.at(last_offsets(bs, src, 2))
+        bound = PositionBound.at(end_position(bs, src, 2))
         reached = counts.wait_for(bound, timeout=timedelta(minutes=3))
         assert reached.dominates(bound.position)
         totals.wait_for(bound, timeout=timedelta(minutes=1))
         levels.wait_for(
-            PositionBound.at(last_offsets(bs, profiles, 2)), timeout=timedelta(minutes=1)
+            PositionBound.at(end_position(bs, profiles, 2)), timeout=timedelta(minutes=1)
         )
 
         want_counts = collections.Counter(u for u, _, _ in first)
@@ -121,16 +106,16 @@ def test_named_stores_answer_queries_while_the_application_runs(
         bare.wait_for(bound, timeout=timedelta(minutes=1))
         assert bare.all() == sorted(want_counts.items())
         only = app.store(StoreQueryParameters.from_name_and_type("profiles-only", KV))
-        only.wait_for(PositionBound.at(last_offsets(bs, profiles, 2)), timeout=timedelta(minutes=1))
+        only.wait_for(PositionBound.at(end_position(bs, profiles, 2)), timeout=timedelta(minutes=1))
         assert only.all() == levels.all()
 
         # more input: a profile deleted (tombstone), one changed, more clicks
         second = clicks(60, 5_000)
         produce_records(bs, profiles, [(b"u01", None, 2), (b"u02", b"level-99", 2)])
         produce_records(bs, src, encode(second))
-        counts.wait_for(PositionBound.at(last_offsets(bs, src, 2)), timeout=timedelta(minutes=2))
+        counts.wait_for(PositionBound.at(end_position(bs, src, 2)), timeout=timedelta(minutes=2))
         levels.wait_for(
-            PositionBound.at(last_offsets(bs, profiles, 2)), timeout=timedelta(minutes=1)
+            PositionBound.at(end_position(bs, profiles, 2)), timeout=timedelta(minutes=1)
         )
         want_counts.update(u for u, _, _ in second)
         assert counts.all() == sorted(want_counts.items())

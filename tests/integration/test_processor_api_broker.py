@@ -11,11 +11,9 @@ import time
 from datetime import timedelta
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from streamtable import (
     KafkaStreams,
-    Position,
     PositionBound,
     Processor,
     PunctuationType,
@@ -31,20 +29,6 @@ from streamtable.serde.murmur2 import default_partition
 from streamtable.state import HostInfo
 
 S, L = Serdes.string(), Serdes.long()
-
-
-def end_position(bs, topic, partitions):
-    """The position of the last record of each non-empty partition of ``topic``."""
-    c = Consumer({"bootstrap.servers": bs, "group.id": "processor-api-test"})
-    try:
-        pos = Position.empty()
-        for p in range(partitions):
-            _, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            if high > 0:
-                pos = pos.with_component(topic, p, high - 1)
-        return pos
-    finally:
-        c.close()
 
 
 class CountWithHeartbeat(Processor):
@@ -72,7 +56,7 @@ def test_processor_store_is_queryable_and_wall_clock_punctuation_fires_when_idle
 ):
     # imported here: Spark's Python workers unpickle the processor class by reference to this
     # module, and they do not have the tests folder on their path
-    from _support import ensure_topics, produce_records, read_topic
+    from _support import end_position, ensure_topics, produce_records, read_topic
 
     bs = kafka_broker.bootstrap_servers
     src, out = topic_name("clicks"), topic_name("out")

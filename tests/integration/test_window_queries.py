@@ -10,13 +10,11 @@ import socket
 from datetime import timedelta
 
 import httpx
-from confluent_kafka import Consumer, TopicPartition
 
-from _support import ensure_topics, produce_records
+from _support import end_position, ensure_topics, produce_records
 from streamtable import (
     KafkaStreams,
     Materialized,
-    Position,
     PositionBound,
     QueryableStoreTypes,
     Serdes,
@@ -30,19 +28,6 @@ from streamtable import (
 S, L = Serdes.string(), Serdes.long()
 #: 2023-11-14T22:13:20Z, a multiple of 10 s: times below are relative to it
 T0 = 1_700_000_000_000
-
-
-def end_position(bs, topic, partitions):
-    c = Consumer({"bootstrap.servers": bs, "group.id": "window-queries-test"})
-    try:
-        pos = Position.empty()
-        for p in range(partitions):
-            _, high = c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
-            if high > 0:
-                pos = pos.with_component(topic, p, high - 1)
-        return pos
-    finally:
-        c.close()
 
 
 def free_port():

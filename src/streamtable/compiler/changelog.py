@@ -223,34 +223,14 @@ def logged_windows(
     frame already holds). Unchanged when :func:`logged` would not log either.
     """
     from streamtable.compiler.codecs import SessionWindowedCodec, WindowedCodec
-    from streamtable.compiler.subtopologies import read_topics
 
-    if not store or store in ctx.changelogs or ctx.capture_dir is not None:
-        return frame
     codec = frame.key_codec
     assert isinstance(codec, WindowedCodec | SessionWindowedCodec)
-    key_serde = codec.inner.serde()
-    value_serde = value_serde or ctx.config.default_value_serde
-    if key_serde is None or value_serde is None:
-        what = "key" if key_serde is None else "value"
-        ctx.unlogged[store] = (
-            f"it has no {what} serde to encode its changelog: give the grouping's "
-            f"{what}_serde= (or Materialized.with_{what}_serde) or set 'default.{what}.serde'"
-        )
-        return frame
-    partitions = max(
-        (ctx.topic_partitions.get(t, 1) for t in read_topics(ctx.graph, node_name)), default=1
-    )
-    topic = changelog_topic(ctx.config.application_id, store)
     kind = "session" if window_size_ms is None else "window"
     suffix = b"" if window_size_ms is None else b"\x00\x00\x00\x00"
-    writer = ChangelogWriter(
-        topic, frame.value_codec, value_serde, ctx.output_spec(f"changelog-{store}"), suffix
+    return _with_changelog(
+        ctx, frame, node_name, store, codec.inner.serde(), value_serde, kind, window_size_ms, suffix
     )
-    ctx.changelogs[store] = ChangelogInfo(
-        store, topic, partitions, kind, key_serde, value_serde, ctx.query, window_size_ms
-    )
-    return frame.with_(df=frame.df.mapInArrow(writer, frame.df.schema))
 
 
 def logged(
@@ -264,17 +244,34 @@ def logged(
     key or value serde (``value_serde``, else ``default.value.serde``): the reason is kept in
     ``ctx.unlogged`` for the error of a query of that store.
     """
+    key_serde = frame.key_codec.serde()
+    return _with_changelog(ctx, frame, node_name, store, key_serde, value_serde, "key_value")
+
+
+def _with_changelog(
+    ctx: CompileContext,
+    frame: Frame,
+    node_name: str,
+    store: str,
+    key_serde: Serde | None,
+    value_serde: Serde | None,
+    kind: str,
+    window_size_ms: int | None = None,
+    key_suffix: bytes = b"",
+) -> Frame:
+    """Register store ``store``'s changelog and add its writer after ``frame`` (see
+    :func:`logged`).
+    """
     from streamtable.compiler.subtopologies import read_topics
 
     if not store or store in ctx.changelogs or ctx.capture_dir is not None:
         return frame
-    key_serde = frame.key_codec.serde()
     value_serde = value_serde or ctx.config.default_value_serde
     if key_serde is None or value_serde is None:
         what = "key" if key_serde is None else "value"
         ctx.unlogged[store] = (
             f"it has no {what} serde to encode its changelog: give the grouping's "
-            f"{what}_serde= or set 'default.{what}.serde'"
+            f"{what}_serde= (or Materialized.with_{what}_serde) or set 'default.{what}.serde'"
         )
         return frame
     partitions = max(
@@ -282,8 +279,8 @@ def logged(
     )
     topic = changelog_topic(ctx.config.application_id, store)
     spec = ctx.output_spec(f"changelog-{store}")
-    writer = ChangelogWriter(topic, frame.value_codec, value_serde, spec)
+    writer = ChangelogWriter(topic, frame.value_codec, value_serde, spec, key_suffix)
     ctx.changelogs[store] = ChangelogInfo(
-        store, topic, partitions, "key_value", key_serde, value_serde, ctx.query
+        store, topic, partitions, kind, key_serde, value_serde, ctx.query, window_size_ms
     )
     return frame.with_(df=frame.df.mapInArrow(writer, frame.df.schema))

@@ -18,12 +18,13 @@ interactive queries.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, MutableMapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from streamtable.errors import TopologyError
 from streamtable.processor.window_stores import (
+    StoreBuilderOptions,
     WindowBytesStoreSupplier,
     WindowStore,
     WindowStoreBuilder,
@@ -51,7 +52,7 @@ class KeyValueBytesStoreSupplier:
 
 
 @dataclass(frozen=True)
-class KeyValueStoreBuilder:
+class KeyValueStoreBuilder(StoreBuilderOptions):
     """A key-value store's definition: supplier, serdes, logging (Kafka Streams'
     ``StoreBuilder<KeyValueStore>``). ``None`` serdes mean ``default.key.serde`` /
     ``default.value.serde``.
@@ -64,42 +65,9 @@ class KeyValueStoreBuilder:
     caching: bool = False
 
     @property
-    def name(self) -> str:
+    def name(self) -> str:  # type: ignore[override]
         """The store's name."""
         return self.supplier.name
-
-    def with_logging_disabled(self) -> KeyValueStoreBuilder:
-        """No changelog topic: the store stays fault-tolerant (Spark's checkpoint holds it)
-        but is not queryable.
-        """
-        return replace(self, logging=False)
-
-    def with_logging_enabled(self, config: dict[str, str] | None = None) -> KeyValueStoreBuilder:
-        """Write a changelog (the default). ``config`` (topic configs) is not supported yet.
-
-        Raises
-        ------
-        TopologyError
-            If ``config`` is given.
-        """
-        if config:
-            raise TopologyError(
-                f"Store {self.name!r}: changelog topic configs are not supported yet; call "
-                "with_logging_enabled() without a config (the changelog is compacted, as "
-                "Kafka Streams' default)."
-            )
-        return replace(self, logging=True)
-
-    def with_caching_enabled(self) -> KeyValueStoreBuilder:
-        """Accepted for compatibility: updates are compacted per micro-batch anyway (the
-        changelog gets each key's last update per micro-batch, as Kafka Streams' cache does
-        per commit).
-        """
-        return replace(self, caching=True)
-
-    def with_caching_disabled(self) -> KeyValueStoreBuilder:
-        """See :meth:`with_caching_enabled`."""
-        return replace(self, caching=False)
 
 
 class Stores:

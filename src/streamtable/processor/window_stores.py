@@ -20,7 +20,7 @@ import struct
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from streamtable.errors import TopologyError
 from streamtable.serde import Windowed
@@ -82,8 +82,52 @@ class WindowBytesStoreSupplier:
         return cls(name, retention_ms, size_ms, bool(retain_duplicates), persistent)
 
 
+class StoreBuilderOptions:
+    """Logging and caching options shared by the store builders (Kafka Streams'
+    ``StoreBuilder``); the builders are frozen dataclasses with ``logging`` and ``caching``.
+    """
+
+    name: str
+
+    def with_logging_disabled(self: _B) -> _B:
+        """No changelog topic: the store stays fault-tolerant (Spark's checkpoint holds it)
+        but is not queryable.
+        """
+        return replace(self, logging=False)  # type: ignore[type-var]
+
+    def with_logging_enabled(self: _B, config: dict[str, str] | None = None) -> _B:
+        """Write a changelog (the default). ``config`` (topic configs) is not supported yet.
+
+        Raises
+        ------
+        TopologyError
+            If ``config`` is given.
+        """
+        if config:
+            raise TopologyError(
+                f"Store {self.name!r}: changelog topic configs are not supported yet; call "
+                "with_logging_enabled() without a config (Kafka Streams' default topic "
+                "configuration is used)."
+            )
+        return replace(self, logging=True)  # type: ignore[type-var]
+
+    def with_caching_enabled(self: _B) -> _B:
+        """Accepted for compatibility: updates are compacted per micro-batch anyway (the
+        changelog gets each key's last update per micro-batch, as Kafka Streams' cache does
+        per commit).
+        """
+        return replace(self, caching=True)  # type: ignore[type-var]
+
+    def with_caching_disabled(self: _B) -> _B:
+        """See :meth:`with_caching_enabled`."""
+        return replace(self, caching=False)  # type: ignore[type-var]
+
+
+_B = TypeVar("_B", bound=StoreBuilderOptions)
+
+
 @dataclass(frozen=True)
-class WindowStoreBuilder:
+class WindowStoreBuilder(StoreBuilderOptions):
     """A window store's definition (Kafka Streams' ``StoreBuilder<WindowStore>``)."""
 
     supplier: WindowBytesStoreSupplier
@@ -93,33 +137,9 @@ class WindowStoreBuilder:
     caching: bool = False
 
     @property
-    def name(self) -> str:
+    def name(self) -> str:  # type: ignore[override]
         """The store's name."""
         return self.supplier.name
-
-    def with_logging_disabled(self) -> WindowStoreBuilder:
-        """No changelog (not queryable)."""
-        return replace(self, logging=False)
-
-    def with_logging_enabled(self, config: dict[str, str] | None = None) -> WindowStoreBuilder:
-        """A changelog (the default); topic configs are not supported.
-
-        Raises
-        ------
-        TopologyError
-            If ``config`` is given.
-        """
-        if config:
-            raise TopologyError(f"Store {self.name!r}: changelog topic configs are not supported.")
-        return replace(self, logging=True)
-
-    def with_caching_enabled(self) -> WindowStoreBuilder:
-        """Accepted; updates are compacted per micro-batch anyway."""
-        return replace(self, caching=True)
-
-    def with_caching_disabled(self) -> WindowStoreBuilder:
-        """Accepted."""
-        return replace(self, caching=False)
 
 
 def window_key(key: bytes, start: int, seq: int = 0) -> bytes:

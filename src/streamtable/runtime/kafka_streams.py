@@ -733,10 +733,15 @@ class KafkaStreams:
         }
         return views[info.kind](info, self._replica)
 
-    def _changelog_info(self, name: str) -> Any:
-        """The changelog of queryable store ``name``, or the reason it has none."""
+    def _changelog_info(self, name: str, action: str) -> Any:
+        """The changelog of queryable store ``name`` of a running application, or why not."""
         from streamtable.errors import InvalidStateStoreException
 
+        if self._state is not State.RUNNING:
+            raise InvalidStateStoreException(
+                f"Cannot {action} store {name!r}: the application is {self._state.value}, not "
+                "RUNNING. Call start() first."
+            )
         info = self._changelogs.get(name)
         if info is not None:
             return info
@@ -780,12 +785,7 @@ class KafkaStreams:
         from streamtable.serde.murmur2 import default_partition
         from streamtable.state.metadata import HostInfo, KeyQueryMetadata
 
-        if self._state is not State.RUNNING:
-            raise InvalidStateStoreException(
-                f"Cannot locate key of store {store_name!r}: the application is "
-                f"{self._state.value}, not RUNNING. Call start() first."
-            )
-        info = self._changelog_info(store_name)
+        info = self._changelog_info(store_name, "locate a key of")
         serde = key_serializer or info.key_serde
         data = serde.serialize(key)
         if data is None:
@@ -805,15 +805,9 @@ class KafkaStreams:
         InvalidStateStoreException
             If the application is not running, or has no queryable store of that name.
         """
-        from streamtable.errors import InvalidStateStoreException
         from streamtable.state.metadata import HostInfo, StreamsMetadata
 
-        if self._state is not State.RUNNING:
-            raise InvalidStateStoreException(
-                f"Cannot describe store {store_name!r}: the application is "
-                f"{self._state.value}, not RUNNING. Call start() first."
-            )
-        self._changelog_info(store_name)
+        self._changelog_info(store_name, "describe")
         host = HostInfo.parse(self.config.application_server)
         stores = frozenset(self._changelogs)
         return [StreamsMetadata(host, stores, frozenset(self._source_partitions))]

@@ -223,22 +223,21 @@ def _drop_rows(kernel: Any) -> list[Row]:
         )
     for reason, n in kernel.drops.items():
         if n and reason not in individually:
-            rows.append(
-                Row(
-                    key=None,
-                    value=None,
-                    old=None,
-                    ts=None,
-                    partition=None,
-                    offset=None,
-                    seq=None,
-                    topic=None,
-                    dropped=n,
-                    reason=reason,
-                    detail=None,
-                )
-            )
+            rows.append(output_row(dropped=n, reason=reason))
     return rows
+
+
+#: The columns of :data:`OUTPUT_DDL` with their values in a row that sets none of them.
+_NO_OUTPUT = dict.fromkeys(c.split()[0] for c in OUTPUT_DDL.split(", ")) | {"dropped": 0}
+
+
+def output_row(**fields: Any) -> Row:
+    """An output row with ``fields`` set and every other column null (``dropped`` 0).
+
+    >>> output_row(dropped=3, reason="late").dropped
+    3
+    """
+    return Row(**(_NO_OUTPUT | fields))
 
 
 def _row(o: Any) -> Row:

@@ -42,7 +42,7 @@ from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValues
 
-from streamtable.compiler.paged.processor import _row
+from streamtable.compiler.paged.processor import _row, output_row
 from streamtable.compiler.paged.processor_pages import (
     PROCESSING,
     ProcessorSpec,
@@ -340,32 +340,8 @@ class ProcessorApiProcessor(StatefulProcessor):
 
 
 def _changelog_row(store: str, key: bytes, value: bytes | None, ts: int) -> Row:
-    return Row(
-        key=key,
-        value=value,
-        old=None,
-        ts=ts,
-        partition=None,
-        offset=None,
-        seq=0,
-        topic=store,
-        dropped=0,
-        reason=CHANGELOG,
-        detail=None,
-    )
+    return output_row(key=key, value=value, ts=ts, seq=0, topic=store, reason=CHANGELOG)
 
 
 def _skipped_row(n: int) -> Row:
-    return Row(
-        key=None,
-        value=None,
-        old=None,
-        ts=None,
-        partition=None,
-        offset=None,
-        seq=None,
-        topic=None,
-        dropped=n,
-        reason=PROCESSING,
-        detail=None,
-    )
+    return output_row(dropped=n, reason=PROCESSING)
