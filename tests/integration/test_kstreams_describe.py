@@ -124,6 +124,11 @@ CASES: dict[str, tuple[str, dict[str, str], Callable[[], Topology]]] = {
         {"flights": "flights", "planes": "planes", "output": "out"},
         lambda: twins.flights_carrier_seats("flights", "planes", "out"),
     ),
+    "processor-punctuation": (
+        "processor-punctuation",
+        {"input": "in", "output": "out", "stream_ms": "1000", "wall_ms": "60000"},
+        lambda: twins.processor_punctuation("in", "out", stream_ms=1_000, wall_ms=60_000),
+    ),
     "windowed-filter-join": (
         "windowed-filter-join",
         {"input": "events", "table": "regions", "output": "out", **WINDOW_PARAMS},

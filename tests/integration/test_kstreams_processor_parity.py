@@ -2,7 +2,7 @@
 
 The reference topology ``processor-punctuation`` (``ReferenceApp.CountingProcessor``) counts
 per key in a store, forwards each count, and punctuates on stream time (every key's count)
-and on wall-clock time (the sum). streamtable's twin below does the same. Both drivers get the
+and on wall-clock time (the sum); its twin is ``twins.processor_punctuation``. Both drivers get the
 same records and wall-clock advances; their output topics must hold the same records — keys,
 values, timestamps — in the same order: this checks where punctuation fires (after the
 record, first on the first record, once per advance however many intervals were missed,
@@ -15,7 +15,8 @@ from datetime import timedelta
 
 import pytest
 
-from streamtable import Processor, PunctuationType, Record, Serdes, Stores, StreamsBuilder
+from streamtable import Serdes
+from streamtable.reference import twins
 from streamtable.reference.kafka_streams import ADVANCE_WALL_CLOCK, drive_reference
 from streamtable.testing import TopologyTestDriver
 
@@ -23,34 +24,6 @@ S, L = Serdes.string(), Serdes.long()
 STREAM_MS, WALL_MS = 10_000, 60_000
 #: 2013-01-01T00:00Z
 BASE = 1_356_998_400_000
-
-
-class CountingProcessor(Processor):
-    """The twin of ``ReferenceApp.CountingProcessor``."""
-
-    def init(self, context):
-        self.context = context
-        self.store = context.get_state_store("counts")
-        context.schedule(
-            timedelta(milliseconds=STREAM_MS), PunctuationType.STREAM_TIME, self.on_stream
-        )
-        context.schedule(
-            timedelta(milliseconds=WALL_MS), PunctuationType.WALL_CLOCK_TIME, self.on_wall
-        )
-
-    def process(self, record):
-        n = (self.store.get(record.key) or 0) + 1
-        self.store.put(record.key, n)
-        self.context.forward(record.with_value(str(n)))
-
-    def on_stream(self, ts):
-        for k, v in self.store.all():
-            self.context.forward(Record(k, f"st:{v}", ts))
-
-    def on_wall(self, ts):
-        total = sum(v for _, v in self.store.all())
-        if total:
-            self.context.forward(Record("total", f"wall:{total}", ts))
 
 
 def scenario():
@@ -82,15 +55,9 @@ def scenario():
 
 
 def streamtable_output(records, start_ms):
-    b = StreamsBuilder()
-    b.add_state_store(
-        Stores.key_value_store_builder(Stores.persistent_key_value_store("counts"), S, L)
-    )
-    b.stream("in", key_serde=S, value_serde=S).process(CountingProcessor, "counts").to(
-        "out", key_serde=S, value_serde=S
-    )
+    topology = twins.processor_punctuation("in", "out", stream_ms=STREAM_MS, wall_ms=WALL_MS)
     out = []
-    with TopologyTestDriver(b.build(), initial_wall_clock_time=start_ms) as driver:
+    with TopologyTestDriver(topology, initial_wall_clock_time=start_ms) as driver:
         inp = driver.create_input_topic("in", Serdes.bytes(), Serdes.bytes())
         output = driver.create_output_topic("out", Serdes.bytes(), Serdes.bytes())
         for topic, key, value, ts in records:

@@ -39,6 +39,8 @@ __all__ = [
     "three_level",
     "flights_carrier_seats",
     "windowed_filter_join",
+    "processor_punctuation",
+    "CountingProcessor",
     "java_string",
 ]
 
@@ -721,4 +723,74 @@ def windowed_filter_join(
         .join(regions, _region_count)
         .to(output, key_serde=_S, value_serde=_S)
     )
+    return b.build()
+
+
+class CountingProcessor:
+    """Twin of ``ReferenceApp.CountingProcessor``: counts records per key in store
+    ``counts`` and forwards the count as text; every ``stream_ms`` of stream time forwards
+    ``(key, "st:<count>")`` for every key of the store, every ``wall_ms`` of wall-clock time
+    ``("total", "wall:<sum>")`` when the sum is not 0.
+    """
+
+    def __init__(self, stream_ms: int, wall_ms: int) -> None:
+        self.stream_ms, self.wall_ms = stream_ms, wall_ms
+
+    def init(self, context: Any) -> None:  # noqa: D102
+        from streamtable import PunctuationType
+
+        self.context = context
+        self.store = context.get_state_store("counts")
+        context.schedule(
+            timedelta(milliseconds=self.stream_ms), PunctuationType.STREAM_TIME, self.on_stream
+        )
+        context.schedule(
+            timedelta(milliseconds=self.wall_ms), PunctuationType.WALL_CLOCK_TIME, self.on_wall
+        )
+
+    def process(self, record: Any) -> None:  # noqa: D102
+        n = (self.store.get(record.key) or 0) + 1
+        self.store.put(record.key, n)
+        self.context.forward(record.with_value(str(n)))
+
+    def on_stream(self, ts: int) -> None:  # noqa: D102
+        from streamtable import Record
+
+        for k, v in self.store.all():
+            self.context.forward(Record(k, f"st:{v}", ts))
+
+    def on_wall(self, ts: int) -> None:  # noqa: D102
+        from streamtable import Record
+
+        total = sum(v for _, v in self.store.all())
+        if total:
+            self.context.forward(Record("total", f"wall:{total}", ts))
+
+    def close(self) -> None:  # noqa: D102
+        pass
+
+
+class _CountingSupplier:
+    def __init__(self, stream_ms: int, wall_ms: int) -> None:
+        self.stream_ms, self.wall_ms = stream_ms, wall_ms
+
+    def __call__(self) -> CountingProcessor:
+        return CountingProcessor(self.stream_ms, self.wall_ms)
+
+
+def processor_punctuation(input: str, output: str, *, stream_ms: int, wall_ms: int) -> Topology:
+    """Twin of ``processor-punctuation``: :class:`CountingProcessor` with key-value store
+    ``counts`` (String keys, Long values) between ``input`` and ``output``.
+    """
+    from streamtable import Stores
+
+    b = StreamsBuilder()
+    b.add_state_store(
+        Stores.key_value_store_builder(
+            Stores.persistent_key_value_store("counts"), _S, Serdes.long()
+        )
+    )
+    b.stream(input, key_serde=_S, value_serde=_S).process(
+        _CountingSupplier(stream_ms, wall_ms), "counts"
+    ).to(output, key_serde=_S, value_serde=_S)
     return b.build()
