@@ -32,6 +32,9 @@ ALERTS_TOPIC = "alerts"
 PROFILE_STORE = "player-profiles"
 PARTITIONS = 4
 
+#: Records per micro-batch over the backlog (``streamtable.max.offsets.per.trigger``).
+MAX_RECORDS_PER_BATCH = 100_000
+
 #: The rule's parameters (see the module doc).
 HISTORY = 20
 MIN_TRADES = 5
@@ -249,6 +252,9 @@ def run(
             **{
                 "processing.guarantee": "exactly_once_v2",
                 "application.server": f"127.0.0.1:{port}",
+                # each micro-batch's transactions must commit within transaction.timeout.ms
+                # (60 s): bound the batches over the backlog
+                "streamtable.max.offsets.per.trigger": MAX_RECORDS_PER_BATCH,
             },
         )
         app = KafkaStreams(build_topology(), config)
