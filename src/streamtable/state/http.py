@@ -52,7 +52,6 @@ import logging
 import math
 import re
 import socket
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -75,9 +74,6 @@ from streamtable.state.queries import (
     ReplicaView,
     StoreQueryParameters,
 )
-
-#: CPython's GIL switch interval while a query server runs in the process (s)
-QUERY_SWITCH_INTERVAL_S = 0.0005
 
 __all__ = ["QueryServer", "QueryableStreams", "create_app", "parse_position", "to_json"]
 
@@ -618,7 +614,9 @@ class QueryServer:
         """
         try:
             family = socket.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)[0][0]
-            sock = socket.socket(family, socket.SOCK_STREAM)
+            # proto IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on accepted sockets whose
+            # proto says TCP; without it Nagle and delayed ACKs add ~40 ms to every answer
+            sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past TIME_WAIT
             try:
                 sock.bind((self.host, self.port))
@@ -654,12 +652,6 @@ class QueryServer:
             timeout_graceful_shutdown=5,
         )
         self._server = uvicorn.Server(config)
-        # The server thread shares the GIL with the replica's consumer thread and Spark's
-        # callbacks; with CPython's default 5 ms switch interval each of a request's I/O
-        # steps can wait that long for the GIL (measured: HTTP p50 49 ms while ingesting
-        # 10k records/s, 0.8 ms alone). A shorter interval bounds those waits.
-        if sys.getswitchinterval() > QUERY_SWITCH_INTERVAL_S:
-            sys.setswitchinterval(QUERY_SWITCH_INTERVAL_S)
         self._thread = threading.Thread(
             target=self._server.run,
             kwargs={"sockets": [self._socket]},
