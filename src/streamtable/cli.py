@@ -134,33 +134,88 @@ def describe_cmd(locator: str) -> None:
         _fail(exc)
 
 
+def _app_options(fn: Any) -> Any:
+    """The options ``run`` and ``serve`` share."""
+    for option in reversed(
+        [
+            click.argument("locator"),
+            click.option(
+                "--application-id",
+                show_envvar=True,
+                help="application.id [default: from --config].",
+            ),
+            click.option(
+                "--bootstrap-servers",
+                show_envvar=True,
+                help="bootstrap.servers [default: from --config].",
+            ),
+            click.option(
+                "--state-dir", show_envvar=True, help="state.dir (checkpoints and local state)."
+            ),
+            click.option(
+                "--application-server",
+                show_envvar=True,
+                metavar="HOST:PORT",
+                help="application.server: serve the queryable stores over HTTP there.",
+            ),
+            click.option(
+                "--query-token",
+                show_envvar=True,
+                help="streamtable.query.token: the bearer token of the HTTP query service "
+                "(prefer the environment variable to keep it out of the process list).",
+            ),
+            click.option(
+                "--config",
+                "-c",
+                "configs",
+                multiple=True,
+                metavar="KEY=VALUE",
+                help="Any config key (Kafka Streams' names, spark.*, streamtable.*); repeatable.",
+            ),
+        ]
+    ):
+        fn = option(fn)
+    return fn
+
+
+#: ``streamtable serve``'s address when neither --application-server nor -c gives one
+DEFAULT_QUERY_ADDRESS = "127.0.0.1:8080"
+
+
+@cli.command("serve")
+@_app_options
+def serve_cmd(
+    locator: str,
+    application_id: str | None,
+    bootstrap_servers: str | None,
+    state_dir: str | None,
+    application_server: str | None,
+    query_token: str | None,
+    configs: tuple[str, ...],
+) -> None:
+    """Run LOCATOR and serve its queryable stores over HTTP: ``run`` with application.server
+    (default 127.0.0.1:8080); OpenAPI page at /docs. Binding an address other than loopback
+    needs --query-token.
+    """
+    assert run_cmd.callback is not None
+    if application_server is None and not any(
+        c.split("=", 1)[0].strip() == "application.server" for c in configs
+    ):
+        application_server = DEFAULT_QUERY_ADDRESS
+    run_cmd.callback(
+        locator,
+        application_id,
+        bootstrap_servers,
+        state_dir,
+        application_server,
+        query_token,
+        configs,
+        False,
+    )
+
+
 @cli.command("run")
-@click.argument("locator")
-@click.option("--application-id", show_envvar=True, help="application.id [default: from --config].")
-@click.option(
-    "--bootstrap-servers", show_envvar=True, help="bootstrap.servers [default: from --config]."
-)
-@click.option("--state-dir", show_envvar=True, help="state.dir (checkpoints and local state).")
-@click.option(
-    "--application-server",
-    show_envvar=True,
-    metavar="HOST:PORT",
-    help="application.server: serve the queryable stores over HTTP there.",
-)
-@click.option(
-    "--query-token",
-    show_envvar=True,
-    help="streamtable.query.token: the bearer token of the HTTP query service (prefer the "
-    "environment variable to keep it out of the process list).",
-)
-@click.option(
-    "--config",
-    "-c",
-    "configs",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Any config key (Kafka Streams' names, spark.*, streamtable.*); repeatable.",
-)
+@_app_options
 @click.option(
     "--until-caught-up",
     is_flag=True,
