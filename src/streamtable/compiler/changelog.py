@@ -262,10 +262,32 @@ def _with_changelog(
     """Register store ``store``'s changelog and add its writer after ``frame`` (see
     :func:`logged`).
     """
+    info = register_changelog(ctx, node_name, store, key_serde, value_serde, kind, window_size_ms)
+    if info is None:
+        return frame
+    spec = ctx.output_spec(f"changelog-{store}")
+    writer = ChangelogWriter(info.topic, frame.value_codec, info.value_serde, spec, key_suffix)
+    return frame.with_(df=frame.df.mapInArrow(writer, frame.df.schema))
+
+
+def register_changelog(
+    ctx: CompileContext,
+    node_name: str,
+    store: str,
+    key_serde: Serde | None,
+    value_serde: Serde | None,
+    kind: str,
+    window_size_ms: int | None = None,
+) -> ChangelogInfo | None:
+    """Record store ``store``'s changelog in ``ctx.changelogs`` (its partitions: the most of
+    the topics node ``node_name`` reads, one per Kafka Streams task); ``None`` when the store
+    is logged already, in the TopologyTestDriver, or without a serde (the reason then goes to
+    ``ctx.unlogged``).
+    """
     from streamtable.compiler.subtopologies import read_topics
 
     if not store or store in ctx.changelogs or ctx.capture_dir is not None:
-        return frame
+        return None
     value_serde = value_serde or ctx.config.default_value_serde
     if key_serde is None or value_serde is None:
         what = "key" if key_serde is None else "value"
@@ -273,14 +295,13 @@ def _with_changelog(
             f"it has no {what} serde to encode its changelog: give the grouping's "
             f"{what}_serde= (or Materialized.with_{what}_serde) or set 'default.{what}.serde'"
         )
-        return frame
+        return None
     partitions = max(
         (ctx.topic_partitions.get(t, 1) for t in read_topics(ctx.graph, node_name)), default=1
     )
     topic = changelog_topic(ctx.config.application_id, store)
-    spec = ctx.output_spec(f"changelog-{store}")
-    writer = ChangelogWriter(topic, frame.value_codec, value_serde, spec, key_suffix)
-    ctx.changelogs[store] = ChangelogInfo(
+    info = ChangelogInfo(
         store, topic, partitions, kind, key_serde, value_serde, ctx.query, window_size_ms
     )
-    return frame.with_(df=frame.df.mapInArrow(writer, frame.df.schema))
+    ctx.changelogs[store] = info
+    return info

@@ -59,15 +59,6 @@ class KeyValueStoreBuilder(StoreBuilderOptions):
     """
 
     supplier: KeyValueBytesStoreSupplier
-    key_serde: Serde | None = None
-    value_serde: Serde | None = None
-    logging: bool = True
-    caching: bool = False
-
-    @property
-    def name(self) -> str:  # type: ignore[override]
-        """The store's name."""
-        return self.supplier.name
 
 
 class Stores:

@@ -82,12 +82,22 @@ class WindowBytesStoreSupplier:
         return cls(name, retention_ms, size_ms, bool(retain_duplicates), persistent)
 
 
+@dataclass(frozen=True)
 class StoreBuilderOptions:
-    """Logging and caching options shared by the store builders (Kafka Streams'
-    ``StoreBuilder``); the builders are frozen dataclasses with ``logging`` and ``caching``.
+    """What the store builders share (Kafka Streams' ``StoreBuilder``): supplier, serdes
+    (``None``: ``default.key.serde`` / ``default.value.serde``), logging and caching.
     """
 
-    name: str
+    supplier: Any
+    key_serde: Serde | None = None
+    value_serde: Serde | None = None
+    logging: bool = True
+    caching: bool = False
+
+    @property
+    def name(self) -> str:
+        """The store's name."""
+        return self.supplier.name
 
     def with_logging_disabled(self: _B) -> _B:
         """No changelog topic: the store stays fault-tolerant (Spark's checkpoint holds it)
@@ -131,15 +141,6 @@ class WindowStoreBuilder(StoreBuilderOptions):
     """A window store's definition (Kafka Streams' ``StoreBuilder<WindowStore>``)."""
 
     supplier: WindowBytesStoreSupplier
-    key_serde: Serde | None = None
-    value_serde: Serde | None = None
-    logging: bool = True
-    caching: bool = False
-
-    @property
-    def name(self) -> str:  # type: ignore[override]
-        """The store's name."""
-        return self.supplier.name
 
 
 def window_key(key: bytes, start: int, seq: int = 0) -> bytes:

@@ -17,7 +17,7 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
-from streamtable.compiler.changelog import ChangelogInfo, StoreUpdatesWriter, changelog_topic
+from streamtable.compiler.changelog import StoreUpdatesWriter, register_changelog
 from streamtable.compiler.codecs import PickleCodec, SerdeCodec
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.compiler.lower.record_ops import validated
@@ -178,9 +178,6 @@ def _changelogs(
     """Register the changelogs of the logged stores (not in the TopologyTestDriver, nor when
     another query logs them already); store name -> topic.
     """
-    if ctx.capture_dir is not None:
-        return {}
-    partitions = _task_count(ctx, node)
     topics = {}
     for s in stores:
         if not s.logged:
@@ -188,12 +185,8 @@ def _changelogs(
                 s.name, "its builder disables logging (with_logging_disabled())"
             )
             continue
-        if s.name in ctx.changelogs:
-            continue
-        topic = changelog_topic(ctx.config.application_id, s.name)
         size = None if s.window is None else s.window.window_size_ms
-        ctx.changelogs[s.name] = ChangelogInfo(
-            s.name, topic, partitions, s.kind, s.key_serde, s.value_serde, ctx.query, size
-        )
-        topics[s.name] = topic
+        info = register_changelog(ctx, node.name, s.name, s.key_serde, s.value_serde, s.kind, size)
+        if info is not None:
+            topics[s.name] = info.topic
     return topics

@@ -83,13 +83,7 @@ class PagedProcessor(StatefulProcessor):
             return []
         meta = page["meta"]
         rows = [_row(o) for o in after(page["entries"], meta, watermark)]
-        want, have = meta.get("next_timer"), meta.get("timer")
-        if want != have:
-            if have is not None:
-                self.handle.deleteTimer(have)
-            if want is not None:
-                self.handle.registerTimer(want)
-            meta["timer"] = want
+        sync_timer(self.handle, meta, meta.get("next_timer"))
         return rows
 
     def _save(self, page: dict[str, Any]) -> None:
@@ -190,6 +184,19 @@ class PartitionTimeProcessor(PagedProcessor):
 
     def _save(self, page: dict[str, Any]) -> None:
         self.state.update((pickle.dumps(page, protocol=5),))  # partition times always
+
+
+def sync_timer(handle: StatefulProcessorHandle, meta: dict[str, Any], want: int | None) -> None:
+    """Keep the one timer a state group registers (``meta["timer"]``) at ``want`` (``None``:
+    no timer): delete the old one, register the new one.
+    """
+    have = meta.get("timer")
+    if want != have:
+        if have is not None:
+            handle.deleteTimer(have)
+        if want is not None:
+            handle.registerTimer(want)
+        meta["timer"] = want
 
 
 def _unpack(row: Row, groups: dict[bytes | None, list[Any]]) -> None:

@@ -42,7 +42,7 @@ from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValues
 
-from streamtable.compiler.paged.processor import _row, output_row
+from streamtable.compiler.paged.processor import _row, output_row, sync_timer
 from streamtable.compiler.paged.processor_pages import (
     PROCESSING,
     ProcessorSpec,
@@ -327,13 +327,7 @@ class ProcessorApiProcessor(StatefulProcessor):
             (s.next for s in schedules or () if s.kind == WALL_CLOCK_TIME and not s.cancelled),
             default=None,
         )
-        have = meta.get("timer")
-        if want != have:
-            if have is not None:
-                self.handle.deleteTimer(have)
-            if want is not None:
-                self.handle.registerTimer(want)
-            meta["timer"] = want
+        sync_timer(self.handle, meta, want)
 
     def close(self) -> None:  # noqa: D102
         pass
