@@ -113,10 +113,10 @@ def test_named_stores_answer_queries_while_the_application_runs(
         second = clicks(60, 5_000)
         produce_records(bs, profiles, [(b"u01", None, 2), (b"u02", b"level-99", 2)])
         produce_records(bs, src, encode(second))
-        counts.wait_for(PositionBound.at(end_position(bs, src, 2)), timeout=timedelta(minutes=2))
-        levels.wait_for(
-            PositionBound.at(end_position(bs, profiles, 2)), timeout=timedelta(minutes=1)
-        )
+        # await_caught_up returns once the stores reflect the input too: no wait_for needed
+        app.await_caught_up(timeout=timedelta(minutes=2))
+        assert counts.position().dominates(end_position(bs, src, 2))
+        assert levels.position().dominates(end_position(bs, profiles, 2))
         want_counts.update(u for u, _, _ in second)
         assert counts.all() == sorted(want_counts.items())
         assert levels.get("u01") is None

@@ -165,6 +165,7 @@ class KafkaStreams:
         self._unlogged: dict[str, str] = {}
         #: query index -> the last batch id reported to the replica
         self._reported: dict[int, int] = {}
+        self._report_lock = threading.Lock()
         #: query index -> (first failure of the current streak, last restart) in monotonic s
         self._retrying: dict[int, tuple[float, float]] = {}
 
@@ -423,13 +424,16 @@ class KafkaStreams:
                     return
 
     def _report_batches(self) -> None:
-        """Tell the stores' replica about each micro-batch committed since the last call."""
-        for i, q in enumerate(list(self._queries)):
-            progress = q.lastProgress
-            if progress is None or progress["batchId"] <= self._reported.get(i, -1):
-                continue
-            self._reported[i] = progress["batchId"]
-            self._replica.batch_committed(self._plans[i].name, end_offsets(progress))
+        """Tell the stores' replica about each micro-batch committed since the last call
+        (called by the monitor thread and by :meth:`await_caught_up`).
+        """
+        with self._report_lock:
+            for i, q in enumerate(list(self._queries)):
+                progress = q.lastProgress
+                if progress is None or progress["batchId"] <= self._reported.get(i, -1):
+                    continue
+                self._reported[i] = progress["batchId"]
+                self._replica.batch_committed(self._plans[i].name, end_offsets(progress))
 
     def _restart_if_transient(self, index: int, exc: BaseException) -> bool:
         """Restart failed query ``index`` from its checkpoint after a transient Kafka error.
@@ -570,7 +574,9 @@ class KafkaStreams:
     # -- progress ---------------------------------------------------------------------------
 
     def await_caught_up(self, timeout: timedelta = timedelta(minutes=2)) -> None:
-        """Wait until every record in the input topics *at the call* is processed and committed.
+        """Wait until every record in the input topics *at the call* is processed and committed,
+        and every queryable store reflects it (interactive queries made after the return see
+        all of that input, as queries of Kafka Streams' active stores do after processing).
 
         Parameters
         ----------
@@ -615,6 +621,7 @@ class KafkaStreams:
                     reached.add(topic)
             pending = [q for q in self._queries if not caught_up(q, targets)]
             if not pending and reached == written:
+                self._await_stores(deadline)
                 return
             if all(not q.isActive for q in pending) and cfg.trigger == "available_now":
                 self._raise_if_failed()
@@ -628,6 +635,29 @@ class KafkaStreams:
                     f"{[str(q.lastProgress and q.lastProgress['sources']) for q in pending]}"
                 )
             time.sleep(0.1)
+
+    def _await_stores(self, deadline: float) -> None:
+        """Wait until every queryable store reflects its query's last committed batch, so that
+        interactive queries after :meth:`await_caught_up` see all the input it waited for.
+        """
+        if self._replica is None:
+            return
+        self._report_batches()
+        for store, info in sorted(self._changelogs.items()):
+            index = next((i for i, p in enumerate(self._plans) if p.name == info.query), None)
+            progress = None if index is None else self._queries[index].lastProgress
+            if progress is None:
+                continue
+            bound = {tp: off - 1 for tp, off in end_offsets(progress).items() if off > 0}
+            try:
+                self._replica.wait_for(store, bound, max(deadline - time.monotonic(), 0.0))
+            except StreamsError as e:
+                if time.monotonic() < deadline:
+                    raise  # the replica failed: its own message says how
+                raise StreamsTimeoutError(
+                    f"Caught up with the input, but the queryable store {store!r} did not "
+                    f"reflect it in time: {e}"
+                ) from e
 
     def _raise_if_failed(self) -> None:
         if self._error is None:
