@@ -16,6 +16,7 @@ def test_exactly_once_survives_sigkills(kafka_broker, tmp_path):
         partitions=2,
         kills=3,
         max_offsets_per_trigger=300,
+        files_dir=tmp_path / "files",
     )
     print(json.dumps(report.to_json()))  # the seed replays a failure
     assert len(report.kills) == 3
@@ -24,6 +25,11 @@ def test_exactly_once_survives_sigkills(kafka_broker, tmp_path):
     assert report.sums_duplicates == 0, report.to_json()
     assert report.sums_errors == [], report.to_json()
     assert report.echo_records == 6000
+    # the Parquet sinks, read through Spark's file-sink log: every record once, every sum right
+    assert report.files_echo_missing == 0, report.to_json()
+    assert report.files_echo_duplicates == 0, report.to_json()
+    assert report.files_sums_duplicates == 0, report.to_json()
+    assert report.files_sums_errors == [], report.to_json()
 
 
 def test_exactly_once_through_a_repartition_topic_survives_sigkills(kafka_broker, tmp_path):

@@ -102,6 +102,9 @@ class CompileContext:
     #: set while lowering one query: which kinds of Spark state it uses
     uses_tws: bool = False
     uses_native_state: bool = False
+    #: set while lowering a query whose sink only appends (Spark's file sink): stateful
+    #: operators avoid Spark's native aggregation, which appends nothing without a watermark
+    append_only: bool = False
     #: operators whose drops are already counted (and late records written) by one query;
     #: another query lowering the same operator (a table read by two sinks) only filters
     reporting_done: set[str] = field(default_factory=set)

@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from streamtable.compiler.codecs import Codec, PresenceCodec
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.compiler.lower.aggregate import group_key_codec, lower_aggregate
+from streamtable.compiler.lower.file_sink import file_sink_frame
 from streamtable.compiler.lower.join import lower_join
 from streamtable.compiler.lower.merge import lower_merge
 from streamtable.compiler.lower.process import lower_process
@@ -48,6 +49,7 @@ from streamtable.compiler.subtopologies import cut_topology, repartition_partiti
 from streamtable.errors import TopologyError
 from streamtable.topology.nodes import (
     AggregateNode,
+    FileSinkNode,
     JoinNode,
     MergeNode,
     Node,
@@ -80,7 +82,8 @@ class QueryPlan:
     df : DataFrame
         The rows to write.
     sink : str
-        ``"kafka"`` (rows ``key, value, topic, ...``) or ``"noop"`` (``foreach``).
+        ``"kafka"`` (rows ``key, value, topic, ...``), ``"files"`` (Spark's file sink,
+        ``to_files``) or ``"noop"`` (``foreach``).
     output_mode : str
         ``"append"`` for stateless paths, ``"update"`` when an aggregation is upstream.
     state_encoding : str
@@ -89,6 +92,8 @@ class QueryPlan:
         (Spark's built-in aggregations support nothing else).
     writes_internal : str or None
         The internal repartition topic the query writes (it then writes nothing else).
+    file_sink : FileSinkNode or None
+        For ``sink == "files"``: the sink (path, format, partition columns).
     reads_internal : tuple of str
         The internal repartition topics the query reads (written by queries before it).
     """
@@ -100,6 +105,7 @@ class QueryPlan:
     state_encoding: str = "unsaferow"
     writes_internal: str | None = None
     reads_internal: tuple[str, ...] = ()
+    file_sink: FileSinkNode | None = None
 
 
 class Lowerer:
@@ -110,6 +116,7 @@ class Lowerer:
         ctx.query = query
         ctx.uses_tws = False
         ctx.uses_native_state = False
+        ctx.append_only = False
         self.nodes = ctx.graph.by_name
 
     def lower(
@@ -155,7 +162,11 @@ class Lowerer:
 
     def _aggregate(self, node: AggregateNode, *, emit_final: SuppressSpec | None = None) -> Frame:
         gk = group_key_codec(self.ctx, node)
-        native = node.aggregation is not None and node.aggregation.native == "count"
+        native = (
+            node.aggregation is not None
+            and node.aggregation.native == "count"
+            and not self.ctx.append_only
+        )
         values: Codec | None = None
         if native and node.windows is None:
             values = PresenceCodec()  # Spark's count only looks at whether a value is null
@@ -226,6 +237,27 @@ class Lowerer:
             self._encoding(),
             writes_internal=node.topic if node.internal else None,
             reads_internal=self._internal_inputs(node.name),
+        )
+
+    def file_sink(self, node: FileSinkNode) -> QueryPlan:
+        """The query writing ``node``'s files: Spark's file sink, in append output mode (the
+        only mode it has; stateful operators upstream run as ``transformWithState``, whose
+        output Spark appends).
+        """
+        self.ctx.append_only = True
+        parent_node = self.nodes[node.parents[0]]
+        key, value = sink_codecs(self.ctx, node, *self._hint(parent_node))
+        frame = self.lower(parent_node.name, want_key=key, want_value=value)
+        if not (native_long_ok(frame, value) and frame.key_codec == key):
+            frame = convert(self.ctx, frame, key, value)
+        return QueryPlan(
+            node.name,
+            file_sink_frame(node, frame, key, value),
+            "files",
+            "append",
+            self._encoding(),
+            reads_internal=self._internal_inputs(node.name),
+            file_sink=node,
         )
 
     def foreach(self, node: RecordOpNode) -> QueryPlan:
@@ -329,10 +361,13 @@ def compile_topology(topology: Topology, ctx: CompileContext) -> list[QueryPlan]
         ctx.graph = graph
         ctx.internal_topics = repartition_partitions(graph, cuts, ctx.topic_partitions)
         ctx.topic_partitions = {**ctx.topic_partitions, **ctx.internal_topics}
+    _check_file_sink_paths(graph.nodes)
     plans = []
     for node in graph.nodes:
         if isinstance(node, SinkNode):
             plans.append(Lowerer(ctx, node.name).sink(node))
+        elif isinstance(node, FileSinkNode):
+            plans.append(Lowerer(ctx, node.name).file_sink(node))
         elif isinstance(node, RecordOpNode) and node.terminal:
             plans.append(Lowerer(ctx, node.name).foreach(node))
     plans += _store_only_plans(ctx, graph.nodes)
@@ -342,6 +377,21 @@ def compile_topology(topology: Topology, ctx: CompileContext) -> list[QueryPlan]
             "KStream.foreach; there would be nothing to run."
         )
     return plans
+
+
+def _check_file_sink_paths(nodes: tuple[Node, ...]) -> None:
+    """Spark's file sink has one writer per path (its log would interleave two queries')."""
+    by_path: dict[str, list[str]] = {}
+    for node in nodes:
+        if isinstance(node, FileSinkNode):
+            by_path.setdefault(node.path.rstrip("/"), []).append(node.name)
+    for path, names in by_path.items():
+        if len(names) > 1:
+            raise TopologyError(
+                f"File sinks {names} all write path {path!r}: Spark's file sink allows one "
+                "writer per path. Give each to_files() its own path, or merge() the streams "
+                "and write them with one to_files()."
+            )
 
 
 def _store_only_plans(ctx: CompileContext, nodes: tuple[Node, ...]) -> list[QueryPlan]:

@@ -14,7 +14,7 @@ from streamtable.dsl.materialized import Materialized, materialized_of
 from streamtable.dsl.windows import to_millis
 from streamtable.errors import TopologyError
 from streamtable.topology.cycles import check_topic_cycles
-from streamtable.topology.nodes import SinkNode, SourceNode, TableSourceNode
+from streamtable.topology.nodes import FileSinkNode, SinkNode, SourceNode, TableSourceNode
 from streamtable.topology.topology import Topology
 
 if TYPE_CHECKING:
@@ -315,7 +315,11 @@ class StreamsBuilder:
                 "Streams refuses it too: 'Topology has no stream threads and no global "
                 "threads')."
             )
-        terminal = [n for n in nodes if isinstance(n, SinkNode) or getattr(n, "terminal", False)]
+        terminal = [
+            n
+            for n in nodes
+            if isinstance(n, SinkNode | FileSinkNode) or getattr(n, "terminal", False)
+        ]
         if not terminal:
             raise TopologyError(
                 "The topology has no output: end it with KStream.to(topic) or "

@@ -22,6 +22,7 @@ from streamtable.errors import (
 )
 from streamtable.runtime.changelog_topics import ensure_changelog_topics
 from streamtable.runtime.checkpoint import check_fingerprint
+from streamtable.runtime.file_sink import file_sink_writer, prepare_file_sink
 from streamtable.runtime.group_offsets import GroupOffsetCommitter
 from streamtable.runtime.kafka_admin import KafkaAdmin
 from streamtable.runtime.kafka_sink import ForeachBatchSink
@@ -367,7 +368,11 @@ class KafkaStreams:
             writer = writer.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=f"{cfg.commit_interval_ms} milliseconds")
-        if plan.sink == "kafka" and own_sink:
+        if plan.sink == "files":
+            checkpoint = Path(cfg.checkpoint_dir) / plan.name
+            prepare_file_sink(self._spark, plan.file_sink, checkpoint)
+            writer = file_sink_writer(writer, plan.file_sink)
+        elif plan.sink == "kafka" and own_sink:
             # also every repartition topic: records keep their timestamps (Kafka Streams'
             # stream time downstream), which Spark's Kafka sink cannot write
             sink = ForeachBatchSink(output_spec(cfg, f"{plan.name}.sink"))

@@ -24,23 +24,26 @@ def _add(total: int, value: int) -> int:
     return total + value
 
 
-def crash_topology(source: str, echo: str, sums: str) -> Topology:
+def crash_topology(source: str, echo: str, sums: str, files: str | None = None) -> Topology:
     """Echo each record; keep a running sum per key (``Sums``).
 
     Parameters
     ----------
     source, echo, sums : str
         The input topic and the two output topics.
+    files : str, optional
+        A directory: the echo stream and the sums are also written to Parquet there
+        (``echo/``, ``sums/``) with ``to_files``.
     """
     builder = StreamsBuilder()
     stream = builder.stream(source, key_serde=Serdes.string(), value_serde=Serdes.long())
-    stream.map_values(lambda v: v, name="echo").to(echo, value_serde=Serdes.long())
-    (
-        stream.group_by_key()
-        .reduce(_add, name="Sums")
-        .to_stream()
-        .to(sums, key_serde=Serdes.string(), value_serde=Serdes.long())
-    )
+    echoed = stream.map_values(lambda v: v, name="echo")
+    echoed.to(echo, value_serde=Serdes.long())
+    summed = stream.group_by_key().reduce(_add, name="Sums").to_stream()
+    summed.to(sums, key_serde=Serdes.string(), value_serde=Serdes.long())
+    if files:
+        echoed.to_files(f"{files}/echo", value_serde=Serdes.long())
+        summed.to_files(f"{files}/sums", key_serde=Serdes.string(), value_serde=Serdes.long())
     return builder.build()
 
 
@@ -88,7 +91,7 @@ def main(argv: list[str]) -> int:
             spec["source"], spec["echo"], spec["sums"], spec["groups"], spec["group_sums"]
         )
     else:
-        topology = crash_topology(spec["source"], spec["echo"], spec["sums"])
+        topology = crash_topology(spec["source"], spec["echo"], spec["sums"], spec.get("files"))
     app = KafkaStreams(topology, spec["config"])
     app.start()
     print("STARTED", flush=True)

@@ -84,6 +84,14 @@ class CrashReport:
     group_sums_errors: list[str] = field(default_factory=list)
     restarts_s: list[float] = field(default_factory=list)
     seconds: float = 0.0
+    #: with ``files_dir``: the same checks over the file sinks, read through their logs
+    files_echo_missing: int = 0
+    files_echo_duplicates: int = 0
+    files_sums_errors: list[str] = field(default_factory=list)
+    files_sums_duplicates: int = 0
+    #: data files in the sinks' directories that their logs do not hold (crashed attempts:
+    #: what a reader listing the directory would read twice)
+    files_unlogged: int = 0
 
     @property
     def exactly_once(self) -> bool:
@@ -94,6 +102,10 @@ class CrashReport:
             and self.sums_duplicates == 0
             and not self.sums_errors
             and not self.group_sums_errors
+            and self.files_echo_missing == 0
+            and self.files_echo_duplicates == 0
+            and self.files_sums_duplicates == 0
+            and not self.files_sums_errors
         )
 
     @property
@@ -251,6 +263,7 @@ def run_crash_test(
     config: dict[str, Any] | None = None,
     timeout_s: float = 600.0,
     topology: str = "simple",
+    files_dir: Path | None = None,
 ) -> CrashReport:
     """Run the crash app, SIGKILL it ``kills`` times, let it finish, verify the outputs.
 
@@ -277,6 +290,9 @@ def run_crash_test(
     topology : {"simple", "chain"}
         ``"chain"`` adds the two-sub-topology chain (join, re-key, aggregate; see the module
         doc) and its checks.
+    files_dir : Path, optional
+        Also write the echo stream and the sums' update stream to Parquet with ``to_files``
+        (``files_dir/echo``, ``files_dir/sums``) and check them like the topics.
 
     Returns
     -------
@@ -326,6 +342,8 @@ def run_crash_test(
         **(config or {}),
     }
     spec = {"source": source, "echo": echo, "sums": sums, "config": app_config, **chain}
+    if files_dir is not None:
+        spec["files"] = str(files_dir)
     report = CrashReport(seed=seed, guarantee=guarantee, records=records, topology=topology)
     log_path = workdir / f"crash-app-{run_id}.log"
     for _ in range(kills):
@@ -351,6 +369,8 @@ def run_crash_test(
     verify_outputs(report, bootstrap_servers, source, echo, sums)
     if chain:
         verify_group_sums(report, bootstrap_servers, chain["group_sums"])
+    if files_dir is not None:
+        verify_files(report, files_dir, running_sums(bootstrap_servers, source))
     report.seconds = round(time.monotonic() - t0, 1)
     return report
 
@@ -376,34 +396,72 @@ def verify_outputs(
     records = report.records
     echo_records = read_topic(bootstrap_servers, echo)
     sums_records = read_topic(bootstrap_servers, sums)
-    source_records = read_topic(bootstrap_servers, source)
     seen = Counter(struct.unpack(">q", v)[0] for _, v, _ in echo_records if v is not None)
     report.echo_records = len(echo_records)
     report.echo_missing = sum(1 for i in range(records) if seen[i] == 0)
     report.echo_duplicates = sum(n - 1 for n in seen.values() if n > 1)
-    # running sums per key, in the order the key's partition holds its records
-    running: dict[bytes, list[int]] = {}
-    for k, v, _ in source_records:
-        assert k is not None and v is not None
-        sums_k = running.setdefault(k, [])
-        sums_k.append((sums_k[-1] if sums_k else 0) + struct.unpack(">q", v)[0])
+    running = running_sums(bootstrap_servers, source)
     emitted: dict[bytes, list[int]] = {}
     for k, v, _ in sums_records:
         assert k is not None and v is not None
         emitted.setdefault(k, []).append(struct.unpack(">q", v)[0])
     report.sums_records = len(sums_records)
+    report.sums_errors, report.sums_duplicates = check_sums(running, emitted)
+    return report
+
+
+def running_sums(bootstrap_servers: str, source: str) -> dict[bytes, list[int]]:
+    """Each key's running sums, in the order the key's partition holds its records."""
+    from streamtable.demo._harness import read_topic
+
+    running: dict[bytes, list[int]] = {}
+    for k, v, _ in read_topic(bootstrap_servers, source):
+        assert k is not None and v is not None
+        sums_k = running.setdefault(k, [])
+        sums_k.append((sums_k[-1] if sums_k else 0) + struct.unpack(">q", v)[0])
+    return running
+
+
+def check_sums(
+    running: dict[bytes, list[int]], emitted: dict[bytes, list[int]]
+) -> tuple[list[str], int]:
+    """Errors (first few per key) and duplicates of the ``emitted`` sums against ``running``:
+    each key's emitted sums must be a strictly increasing subsequence of its running sums,
+    none twice, the last one its total.
+    """
+    errors: list[str] = []
+    duplicates = 0
     for k, prefix in running.items():
         got = emitted.get(k, [])
-        report.sums_duplicates += len(got) - len(set(got))
+        duplicates += len(got) - len(set(got))
         if not got or got[-1] != prefix[-1]:
-            report.sums_errors.append(
-                f"{k!r}: final {got[-1] if got else None} != total {prefix[-1]}"
-            )
+            errors.append(f"{k!r}: final {got[-1] if got else None} != total {prefix[-1]}")
             continue
         it = iter(prefix)
         if not all(any(x == p for p in it) for x in got):  # in order, each at most once
-            report.sums_errors.append(f"{k!r}: emitted {got[:8]}... not a subsequence of sums")
-    return report
+            errors.append(f"{k!r}: emitted {got[:8]}... not a subsequence of sums")
+    return errors, duplicates
+
+
+def verify_files(report: CrashReport, files_dir: Path, running: dict[bytes, list[int]]) -> None:
+    """Check the crash app's file sinks (``files_dir/echo``, ``files_dir/sums``) through their
+    logs, as :func:`verify_outputs` checks the topics; fill ``report``'s ``files_*`` fields.
+    """
+    from streamtable.files import committed_files, read_files
+
+    seen = Counter(read_files(files_dir / "echo", columns=["value"]).column("value").to_pylist())
+    report.files_echo_missing = sum(1 for i in range(report.records) if seen[i] == 0)
+    report.files_echo_duplicates = sum(n - 1 for n in seen.values() if n > 1)
+    emitted: dict[bytes, list[int]] = {}
+    sums = read_files(files_dir / "sums", columns=["key", "value", "timestamp"]).to_pylist()
+    # one key's updates come from one task, in order; equal timestamps keep the log's order
+    for row in sorted(sums, key=lambda r: r["timestamp"]):
+        emitted.setdefault(row["key"].encode(), []).append(row["value"])
+    report.files_sums_errors, report.files_sums_duplicates = check_sums(running, emitted)
+    for sink in ("echo", "sums"):
+        logged = set(committed_files(files_dir / sink))
+        listed = {p for p in (files_dir / sink).rglob("*.parquet")}
+        report.files_unlogged += len(listed - logged)
 
 
 def verify_group_sums(report: CrashReport, bootstrap_servers: str, group_sums: str) -> CrashReport:

@@ -35,6 +35,7 @@ from streamtable.compiler.paged.processor_api import encode_tick
 from streamtable.config import StreamsConfig
 from streamtable.errors import StreamsError, TopologyError
 from streamtable.runtime.captured_output import read_captured
+from streamtable.runtime.file_sink import file_sink_writer
 from streamtable.serde import Serde
 from streamtable.testing import driver_stores
 from streamtable.testing.driver_topics import (
@@ -241,6 +242,8 @@ class TopologyTestDriver:
         )
         if plan.sink == "kafka":
             writer = writer.foreachBatch(_Capture(self._outputs, self._root, self._internal_topics))
+        elif plan.sink == "files":  # the driver writes the files for real
+            writer = file_sink_writer(writer, plan.file_sink)
         else:
             writer = writer.format("noop")
         return writer.start()

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from streamtable.topology.nodes import (
     AggregateNode,
+    FileSinkNode,
     GraphSnapshot,
     JoinKind,
     JoinNode,
@@ -240,6 +241,8 @@ def _write(graph: GraphSnapshot) -> _Writer:
             _write_join(w, tables, node, ins)
         elif isinstance(node, SinkNode):
             w.sink(node.name, node.topic, *ins)
+        elif isinstance(node, FileSinkNode):
+            w.sink(node.name, node.target, *ins)
         else:
             w.processor(node.name, *ins)
             w.connect(node.name, *node.stores)

@@ -20,6 +20,7 @@ module per core node (``streamtable.compiler``). Sugar such as ``filter_not``, `
 | :class:`JoinNode` | every ``join``/``left_join``/``outer_join``, incl. the KTable
   foreign-key join |
 | :class:`SinkNode` | ``to`` |
+| :class:`FileSinkNode` | ``to_files`` |
 
 Nodes are immutable; a node refers to its parents by name. A node's name is the name of the
 Kafka Streams processor whose output it is (the name a ``KStream``/``KTable`` handle carries in
@@ -501,6 +502,28 @@ class SinkNode(Node):
     internal: bool = False
 
     description_kind = "Sink"
+
+
+@dataclass(frozen=True, eq=False)
+class FileSinkNode(Node):
+    """Writes records to files (Parquet by default) through Spark's file sink.
+
+    No Kafka Streams processor matches it (Kafka Streams leaves files to Kafka Connect's sink
+    connectors); ``describe()`` shows it as a sink whose "topic" is ``files:<format>:<path>``.
+    """
+
+    path: str = ""
+    format: str = "parquet"
+    partition_by: tuple[str, ...] = ()
+    key_serde: Serde | None = None
+    value_serde: Serde | None = None
+
+    description_kind = "Sink"
+
+    @property
+    def target(self) -> str:
+        """``files:<format>:<path>``, the name ``describe()`` shows for the sink's output."""
+        return f"files:{self.format}:{self.path}"
 
 
 @dataclass(frozen=True)

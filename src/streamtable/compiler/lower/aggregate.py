@@ -46,7 +46,7 @@ def lower_aggregate(ctx: CompileContext, node: AggregateNode, parent: Frame) -> 
         null_checks["null_value"] = F.col("value").isNull()
     df = count_and_drop(ctx, df, null_checks)
 
-    if agg.native == "count":
+    if agg.native == "count" and not ctx.append_only:
         ctx.uses_native_state = True
         out = _changelog_columns(
             df.groupBy("key").agg(F.count(F.lit(1)).alias("value"), F.max("ts").alias("ts"))

@@ -9,7 +9,7 @@ from streamtable.compiler.codecs import Codec, SerdeCodec
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.errors import TopologyError
 from streamtable.serde import Serde
-from streamtable.topology.nodes import SinkNode
+from streamtable.topology.nodes import FileSinkNode, SinkNode
 
 #: The column of :func:`sink_frame` with each record's event time (ms). streamtable's own sink
 #: (:mod:`streamtable.runtime.kafka_sink`, used under exactly-once) writes it as the Kafka record
@@ -25,7 +25,7 @@ SOURCE_SLOT_COLUMN = "src"
 
 
 def sink_codecs(
-    ctx: CompileContext, node: SinkNode, key_hint: Codec, value_hint: Codec
+    ctx: CompileContext, node: SinkNode | FileSinkNode, key_hint: Codec, value_hint: Codec
 ) -> tuple[Codec, Codec]:
     """The codecs the sink writes: its serdes, else the configured defaults, else the stream's.
 
@@ -34,6 +34,9 @@ def sink_codecs(
     TopologyError
         If no serde is known for the key or value.
     """
+    files = isinstance(node, FileSinkNode)
+    where = f"path {node.path!r}" if files else f"topic {node.topic!r}"  # type: ignore[union-attr]
+    method = "to_files" if files else "to"
     out: list[Codec] = []
     for what, serde, default, hint in (
         ("key", node.key_serde, ctx.config.default_key_serde, key_hint),
@@ -42,8 +45,8 @@ def sink_codecs(
         chosen: Serde | None = serde or hint.serde() or default
         if chosen is None:
             raise TopologyError(
-                f"Sink {node.name!r} (topic {node.topic!r}) has no {what} serde for the records "
-                f"it writes: pass {what}_serde= to KStream.to() or set "
+                f"Sink {node.name!r} ({where}) has no {what} serde for the records "
+                f"it writes: pass {what}_serde= to KStream.{method}() or set "
                 f"'default.{what}.serde' in the config (Kafka Streams fails too: "
                 f"ConfigException 'Please specify a {what} serde ...')."
             )
