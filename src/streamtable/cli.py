@@ -434,6 +434,11 @@ def demo_wordcount(
 @click.option(
     "--state-dir", default=None, show_envvar=True, help="state.dir [default: a new temp folder]."
 )
+@click.option(
+    "--archive",
+    default=None,
+    help="Directory of the Parquet archive of game-events and alerts [default: STATE_DIR/archive].",
+)
 def demo_game(
     bootstrap_servers: str | None,
     players: int,
@@ -443,6 +448,7 @@ def demo_game(
     seed: int,
     port: int,
     state_dir: str | None,
+    archive: str | None,
 ) -> None:
     """Flag suspicious trades of a multiplayer game (Processor API, queryable profiles)."""
     from streamtable.demo import game
@@ -460,6 +466,7 @@ def demo_game(
             seed=seed,
             port=port,
             state_dir=state_dir,
+            archive=archive,
             echo=click.echo,
         )
     except StreamtableError as exc:

@@ -159,3 +159,15 @@ def test_the_demo_flags_exactly_what_the_rule_implies(kafka_broker, spark, tmp_p
     # the live phase's alerts were all seen by the latency reader
     live_trades = {json.loads(v).get("trade_id") for v in data.values[-1_500:]}
     assert result["live_alerts"] == len(want & live_trades)
+    # the Parquet archive holds every event and every alert once, as the topics do
+    from streamtable.files import read_files
+
+    archived = read_files(f"{result['archive']}/game-events").to_pylist()
+    fields = ("type", "ip", "amount", "trade_id")
+    assert sorted((r["key"], *(r[f] for f in fields)) for r in archived) == sorted(
+        (k, *(json.loads(v).get(f) for f in fields))
+        for k, v in zip(data.keys, data.values, strict=True)
+    )
+    alerts = read_files(f"{result['archive']}/alerts").to_pylist()
+    assert sorted(r["trade_id"] for r in alerts) == sorted(want)
+    assert {r["date"] for r in archived} >= {r["date"] for r in alerts}  # partitioned by date

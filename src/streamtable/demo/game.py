@@ -35,6 +35,16 @@ PARTITIONS = 4
 #: Records per micro-batch over the backlog (``streamtable.max.offsets.per.trigger``).
 MAX_RECORDS_PER_BATCH = 100_000
 
+#: The Parquet columns of the archived events and alerts (JSON fields and their types).
+EVENT_COLUMNS = {"type": "string", "ip": "string", "amount": "double", "trade_id": "long"}
+ALERT_COLUMNS = {
+    "player": "string",
+    "trade_id": "long",
+    "amount": "double",
+    "ip": "string",
+    "reason": "string",
+}
+
 #: The rule's parameters (see the module doc).
 HISTORY = 20
 MIN_TRADES = 5
@@ -113,17 +123,41 @@ class TradeFlagger(Processor):
         self.profiles.put(record.key, profile)
 
 
-def build_topology(events_topic: str = EVENTS_TOPIC, alerts_topic: str = ALERTS_TOPIC) -> Topology:
-    """``game-events`` → :class:`TradeFlagger` (store ``player-profiles``) → ``alerts``."""
+def build_topology(
+    events_topic: str = EVENTS_TOPIC,
+    alerts_topic: str = ALERTS_TOPIC,
+    archive: str | None = None,
+) -> Topology:
+    """``game-events`` → :class:`TradeFlagger` (store ``player-profiles``) → ``alerts``.
+
+    With ``archive`` (a directory), both topics are also kept in Parquet, partitioned by the
+    events' UTC date: ``<archive>/game-events`` and ``<archive>/alerts`` (the archive reads
+    ``alerts`` back from its topic, as Kafka's "separate process" loading topics into Hadoop
+    does, so the flagging runs once).
+    """
     b = StreamsBuilder()
     b.add_state_store(
         Stores.key_value_store_builder(
             Stores.persistent_key_value_store(PROFILE_STORE), Serdes.string(), Serdes.json()
         )
     )
-    b.stream(events_topic, key_serde=Serdes.string(), value_serde=Serdes.json()).process(
-        TradeFlagger, PROFILE_STORE, name="flag-trades"
-    ).to(alerts_topic, key_serde=Serdes.string(), value_serde=Serdes.json())
+    events = b.stream(events_topic, key_serde=Serdes.string(), value_serde=Serdes.json())
+    events.process(TradeFlagger, PROFILE_STORE, name="flag-trades").to(
+        alerts_topic, key_serde=Serdes.string(), value_serde=Serdes.json()
+    )
+    if archive is not None:
+        events.to_files(
+            f"{archive}/{events_topic}",
+            value_serde=Serdes.json(EVENT_COLUMNS),
+            partition_by="date",
+            name="archive-events",
+        )
+        b.stream(alerts_topic, key_serde=Serdes.string(), value_serde=Serdes.json()).to_files(
+            f"{archive}/{alerts_topic}",
+            value_serde=Serdes.json(ALERT_COLUMNS),
+            partition_by="date",
+            name="archive-alerts",
+        )
     return b.build()
 
 
@@ -202,6 +236,7 @@ def run(
     rate: float = 3_000.0,
     seed: int = 7,
     state_dir: str | None = None,
+    archive: str | None = None,
     port: int = 0,
     echo: Any = print,
 ) -> dict[str, Any]:
@@ -210,6 +245,8 @@ def run(
     The first ``events - live_events`` events are produced up front (the app's backlog:
     throughput); the last ``live_events`` are then sent at ``rate`` per second stamped with
     the wall clock (latency: event time to the alert's arrival at a read_committed consumer).
+    Events and alerts are archived in Parquet under ``archive`` (default: ``<state.dir>/
+    archive``; an earlier archive there is replaced, as the topics are).
 
     Returns
     -------
@@ -217,14 +254,18 @@ def run(
         ``players``, ``events``, ``fraud_trades``, ``alerts``, ``precision``, ``recall``,
         ``backlog_records_per_s``, ``latency_p50_ms``, ``latency_p99_ms`` (live phase),
         ``live_alerts``, ``flagged`` (trade ids), ``profile`` (one player's profile read over
-        HTTP), ``wall_s``.
+        HTTP), ``archived_events``, ``archived_alerts`` (rows in the Parquet archive, read
+        through its log), ``archive`` (its directory), ``wall_s``.
     """
+    import shutil
     import socket
+    import tempfile
     import urllib.request
 
     from streamtable.demo._harness import demo_config, ensure_topics, kafka_cluster, read_topic
     from streamtable.demo.flights_data import produce_records
     from streamtable.demo.game_data import generate
+    from streamtable.files import read_files
     from streamtable.runtime.spark import get_spark
 
     t0 = time.monotonic()
@@ -237,6 +278,9 @@ def run(
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
+    state_dir = state_dir or tempfile.mkdtemp(prefix="streamtable-demo-")
+    archive = archive or f"{state_dir}/archive"
+    shutil.rmtree(archive, ignore_errors=True)  # a new run over recreated topics
     with kafka_cluster(bootstrap_servers) as bootstrap:
         ensure_topics(
             bootstrap, {EVENTS_TOPIC: PARTITIONS, ALERTS_TOPIC: PARTITIONS}, recreate=True
@@ -257,7 +301,7 @@ def run(
                 "streamtable.max.offsets.per.trigger": MAX_RECORDS_PER_BATCH,
             },
         )
-        app = KafkaStreams(build_topology(), config)
+        app = KafkaStreams(build_topology(archive=archive), config)
         started = time.monotonic()
         app.start()
         try:
@@ -274,6 +318,7 @@ def run(
             with urllib.request.urlopen(url, timeout=30) as resp:
                 profile = json.loads(resp.read())["value"]
             committed = read_topic(bootstrap, ALERTS_TOPIC)
+            app.await_caught_up(timeout=timedelta(minutes=5))  # the archive of those alerts
             _wait_for_alerts(reader, len(committed))
         finally:
             app.close()
@@ -296,6 +341,9 @@ def run(
         "latency_p99_ms": _percentile(live, 99),
         "wall_s": round(time.monotonic() - t0, 1),
     }
+    figures["archived_events"] = read_files(f"{archive}/{EVENTS_TOPIC}", columns=["key"]).num_rows
+    figures["archived_alerts"] = read_files(f"{archive}/{ALERTS_TOPIC}", columns=["key"]).num_rows
+    figures["archive"] = archive
     _print(alerts, profile, want, figures, echo)
     return {**figures, "flagged": flagged, "profile": profile, "profile_player": want}
 
@@ -335,5 +383,10 @@ def _print(
         f"trades); backlog {figures['backlog_records_per_s']:,} events/s; flagging latency "
         f"p50 {figures['latency_p50_ms']} ms, p99 {figures['latency_p99_ms']} ms "
         f"({figures['live_alerts']} live alerts)"
+    )
+    echo(
+        f"archived {figures['archived_events']:,} events and {figures['archived_alerts']:,} "
+        f"alerts in Parquet under {figures['archive']} (by date; read them with "
+        "streamtable.files.read_files)"
     )
     echo("\n" + json.dumps(figures))
