@@ -79,3 +79,12 @@ def test_a_directory_without_a_log_or_with_a_damaged_one_is_named(tmp_path):
 def test_remote_paths_are_left_to_spark():
     with pytest.raises(StreamsError, match="read others with Spark"):
         committed_files("s3a://bucket/trades")
+
+
+def test_commit_interval_is_a_positive_timedelta():
+    from datetime import timedelta
+
+    assert _sink(path="/o", commit_interval=timedelta(seconds=30)).commit_interval_ms == 30_000
+    assert _sink(path="/o").commit_interval_ms is None
+    with pytest.raises(TopologyError, match="commit_interval must be a positive timedelta"):
+        _sink(path="/o", commit_interval=30)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from streamtable.errors import TopologyError
@@ -26,14 +27,16 @@ def file_sink_node(
     partition_by: str | Sequence[str] | None,
     key_serde: Serde | None,
     value_serde: Serde | None,
+    commit_interval: timedelta | None = None,
 ) -> FileSinkNode:
     """A :class:`FileSinkNode`, after checking the arguments of ``KStream.to_files``.
 
     Raises
     ------
     TopologyError
-        If ``path`` is empty, ``format`` is not one of :data:`FILE_FORMATS`, or
-        ``partition_by`` is not a column name or a sequence of them.
+        If ``path`` is empty, ``format`` is not one of :data:`FILE_FORMATS`,
+        ``partition_by`` is not a column name or a sequence of them, or ``commit_interval``
+        is not a positive timedelta.
     """
     if isinstance(path, os.PathLike):
         path = os.fspath(path)
@@ -58,6 +61,14 @@ def file_sink_node(
         raise TopologyError(
             f"KStream.to_files: partition_by takes column names (e.g. 'date'), got {bad!r}."
         )
+    interval_ms = None
+    if commit_interval is not None:
+        if not isinstance(commit_interval, timedelta) or commit_interval <= timedelta(0):
+            raise TopologyError(
+                f"KStream.to_files: commit_interval must be a positive timedelta (e.g. "
+                f"timedelta(seconds=30)), got {commit_interval!r}."
+            )
+        interval_ms = max(1, int(commit_interval / timedelta(milliseconds=1)))
     return FileSinkNode(
         name,
         (parent,),
@@ -66,4 +77,5 @@ def file_sink_node(
         partition_by=columns,
         key_serde=key_serde,
         value_serde=value_serde,
+        commit_interval_ms=interval_ms,
     )

@@ -25,6 +25,8 @@ from streamtable.topology.nodes import (
 )
 
 if TYPE_CHECKING:
+    from datetime import timedelta
+
     from streamtable.dsl.grouped import KGroupedStream
     from streamtable.serde import Serde
 
@@ -718,6 +720,7 @@ class KStream:
         partition_by: str | Sequence[str] | None = None,
         key_serde: Serde | None = None,
         value_serde: Serde | None = None,
+        commit_interval: timedelta | None = None,
         name: str | None = None,
     ) -> None:
         """Write the stream to files under ``path`` with Spark's file sink, exactly once.
@@ -757,13 +760,19 @@ class KStream:
             Columns whose values name sub-directories (``date=2026-11-25/``).
         key_serde, value_serde : Serde, optional
             The serdes that decide the column types (above).
+        commit_interval : timedelta, optional
+            How often the sink writes a micro-batch of files (default: the application's
+            ``commit.interval.ms``). Longer means fewer, larger files and less load beside
+            the application's other queries, at the cost of fresher files (Kafka Connect's
+            file sinks' ``rotate.interval.ms`` plays this part).
         name : str, optional
             The sink's processor name.
 
         Raises
         ------
         TopologyError
-            If ``path`` is empty, ``format`` unknown or ``partition_by`` not column names;
+            If ``path`` is empty, ``format`` unknown, ``partition_by`` not column names or
+            ``commit_interval`` not positive;
             at compile time, if a ``partition_by`` column does not exist or two sinks share a
             path; at start, if ``path`` holds the log of another application's earlier run.
 
@@ -791,6 +800,7 @@ class KStream:
                 partition_by=partition_by,
                 key_serde=key_serde or self._key_serde,
                 value_serde=value_serde or self._value_serde,
+                commit_interval=commit_interval,
             )
         )
 

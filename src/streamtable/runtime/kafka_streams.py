@@ -367,7 +367,10 @@ class KafkaStreams:
         if cfg.trigger == "available_now":
             writer = writer.trigger(availableNow=True)
         else:
-            writer = writer.trigger(processingTime=f"{cfg.commit_interval_ms} milliseconds")
+            interval = cfg.commit_interval_ms
+            if plan.file_sink is not None and plan.file_sink.commit_interval_ms is not None:
+                interval = plan.file_sink.commit_interval_ms
+            writer = writer.trigger(processingTime=f"{interval} milliseconds")
         if plan.sink == "files":
             checkpoint = Path(cfg.checkpoint_dir) / plan.name
             prepare_file_sink(self._spark, plan.file_sink, checkpoint)

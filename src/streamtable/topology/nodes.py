@@ -517,6 +517,9 @@ class FileSinkNode(Node):
     partition_by: tuple[str, ...] = ()
     key_serde: Serde | None = None
     value_serde: Serde | None = None
+    #: how often the sink's query writes a micro-batch of files (ms); ``None``: the
+    #: application's ``commit.interval.ms``
+    commit_interval_ms: int | None = None
 
     description_kind = "Sink"
 
