@@ -310,7 +310,12 @@ class EmbeddedPostgres:
                     f"user cannot enter {blocked}, so it cannot reach data_dir {self._dir}; "
                     "choose a data_dir elsewhere (e.g. under /tmp or /var/tmp)"
                 )
-            for path in (self._dir, run, *(p for p in self._dir.rglob("*"))):
+            # only what is ours: a given data_dir may hold other files, left as they are
+            pgdata = self._dir / "pgdata"
+            ours = [self._dir, run, *run.rglob("*")]
+            if pgdata.is_dir():
+                ours += [pgdata, *pgdata.rglob("*")]
+            for path in ours:
                 os.chown(path, self._user.uid, self._user.gid, follow_symlinks=False)
 
     def _popen_user(self) -> dict[str, Any]:
