@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from confluent_kafka import Consumer, TopicPartition
 
 from streamtable.cli import cli
-from streamtable.platform import connect_daemon, debezium_postgres_config
+from streamtable.platform import ConnectError, connect_daemon, debezium_postgres_config
 
 pytestmark = pytest.mark.integration
 
@@ -233,3 +233,21 @@ def test_cli_connect_start_status_stop(postgres, kafka_broker, tmp_path, monkeyp
         stopped = runner.invoke(cli, ["connect", "stop"])
     assert stopped.exit_code == 0 and "stopped Kafka Connect" in stopped.output
     assert runner.invoke(cli, ["connect", "status"]).exit_code == 1
+
+
+def test_a_connector_that_cannot_reach_its_database_is_refused(postgres, kafka_connect):
+    config = debezium_postgres_config(
+        postgres,
+        topic_prefix=f"missing_{uuid.uuid4().hex[:6]}",
+        tables=["public.players"],
+        database="no_such_database",
+    )
+    # Connect validates the configuration (Debezium connects to the database) before creating
+    with pytest.raises(
+        ConnectError,
+        match=r'refused POST /connectors \(HTTP 400\):(.|\n)*database "no_such_database" does not exist',
+    ):
+        kafka_connect.create_connector("missing-db", config)
+    assert "missing-db" not in kafka_connect.connectors()
+    with pytest.raises(ConnectError, match=r"HTTP 404"):
+        kafka_connect.connector_status("missing-db")
