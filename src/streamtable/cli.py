@@ -111,6 +111,252 @@ def broker_status(as_json: bool) -> None:
         raise SystemExit(1)
 
 
+# --------------------------------------------------------------------------- postgres
+@cli.group()
+def postgres() -> None:
+    """Run a PostgreSQL server (logical WAL, for change data capture) in the background."""
+
+
+@postgres.command("start")
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    show_envvar=True,
+    help="Port on 127.0.0.1 [default: last used, else 5432 if free, else any].",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    show_envvar=True,
+    help="Cluster/log folder, kept between runs [default: <postgres home>/data; as root "
+    "/var/tmp/streamtable-postgres].",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=60.0,
+    show_envvar=True,
+    help="Seconds to wait for the server to accept connections.",
+)
+def postgres_start(port: int | None, data_dir: Path | None, timeout: float) -> None:
+    """Start the background PostgreSQL server (or report the one already running)."""
+    from streamtable.platform import postgres_daemon
+
+    try:
+        info = postgres_daemon.start_background(
+            port=port, data_dir=data_dir, startup_timeout=datetime.timedelta(seconds=timeout)
+        )
+    except StreamtableError as exc:
+        _fail(exc)
+        return
+    verb = "already running" if info.get("already_running") else "started"
+    click.echo(f"PostgreSQL {verb}: {info['dsn']} (pid {info['pid']})")
+    click.echo(f"data: {info['data_dir']}")
+    click.echo(f"log:  {info['log_path']}")
+
+
+@postgres.command("stop")
+def postgres_stop() -> None:
+    """Stop the background PostgreSQL server (fast shutdown); its data is kept."""
+    from streamtable.platform import postgres_daemon
+
+    stopped = postgres_daemon.stop_background()
+    if stopped is None:
+        click.echo("no background PostgreSQL server is running")
+    else:
+        click.echo(f"stopped PostgreSQL (pid {stopped['pid']}, {stopped['dsn']})")
+
+
+@postgres.command("status")
+@click.option("--json", "as_json", is_flag=True, default=False, help="Print the status as JSON.")
+def postgres_status(as_json: bool) -> None:
+    """Show whether the background server runs and answers; exit code 1 if it does not run."""
+    from streamtable.platform import postgres_daemon
+
+    info: dict[str, Any] = postgres_daemon.status()
+    if as_json:
+        click.echo(json.dumps(info, indent=2, sort_keys=True))
+    elif info["running"]:
+        answers = "accepts connections" if info["answers"] else "does NOT accept connections yet"
+        click.echo(f"running: pid {info['pid']}, {info['dsn']}, {answers}")
+        click.echo(f"data: {info['data_dir']}")
+        click.echo(f"log:  {info['log_path']}")
+    else:
+        click.echo("not running")
+    if not info["running"]:
+        raise SystemExit(1)
+
+
+# --------------------------------------------------------------------------- connect
+@cli.group()
+def connect() -> None:
+    """Run Kafka Connect with Debezium's PostgreSQL connector in the background."""
+
+
+@connect.command("start")
+@click.option(
+    "--config",
+    "-c",
+    "config_files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help='Connector JSON file ({"name": ..., "config": {...}}) to create or update; repeatable.',
+)
+@click.option(
+    "--bootstrap-servers",
+    default=None,
+    show_envvar=True,
+    help="Kafka cluster for a new worker [default: the background broker].",
+)
+@click.option(
+    "--rest-port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    show_envvar=True,
+    help="REST API port on 127.0.0.1 for a new worker [default: any free port].",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    show_envvar=True,
+    help="Worker config/offsets/log folder, kept between runs [default: <connect home>/data].",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=120.0,
+    show_envvar=True,
+    help="Seconds to wait for the REST API to answer.",
+)
+def connect_start(
+    config_files: tuple[Path, ...],
+    bootstrap_servers: str | None,
+    rest_port: int | None,
+    data_dir: Path | None,
+    timeout: float,
+) -> None:
+    """Start the background Connect worker (or reuse it) and put the given connectors."""
+    from streamtable.platform import connect_daemon
+
+    try:
+        connectors = [connect_daemon.load_connector_file(f) for f in config_files]
+        info = connect_daemon.start_background(
+            connectors,
+            bootstrap_servers=bootstrap_servers,
+            rest_port=rest_port,
+            data_dir=data_dir,
+            startup_timeout=datetime.timedelta(seconds=timeout),
+        )
+    except StreamtableError as exc:
+        _fail(exc)
+        return
+    verb = "already running" if info.get("already_running") else "started"
+    click.echo(
+        f"Kafka Connect {verb}: {info['rest_url']} -> {info['bootstrap_servers']} "
+        f"(pid {info['pid']})"
+    )
+    for name in info["connectors"]:
+        click.echo(f"connector {name!r} created or updated; see `streamtable connect status`")
+    click.echo(f"log:  {info['log_path']}")
+
+
+@connect.command("stop")
+def connect_stop() -> None:
+    """Stop the background Connect worker; its source offsets are kept."""
+    from streamtable.platform import connect_daemon
+
+    stopped = connect_daemon.stop_background()
+    if stopped is None:
+        click.echo("no background Kafka Connect worker is running")
+    else:
+        click.echo(f"stopped Kafka Connect (pid {stopped['pid']}, {stopped['rest_url']})")
+
+
+@connect.command("status")
+@click.option("--json", "as_json", is_flag=True, default=False, help="Print the status as JSON.")
+def connect_status(as_json: bool) -> None:
+    """Show the worker and its connectors' states; exit code 1 if it does not run."""
+    from streamtable.platform import connect_daemon
+    from streamtable.platform.connect import failure_trace
+
+    info: dict[str, Any] = connect_daemon.status()
+    if as_json:
+        click.echo(json.dumps(info, indent=2, sort_keys=True))
+    elif info["running"]:
+        answers = "REST API answers" if info["answers"] else "REST API does NOT answer yet"
+        click.echo(
+            f"running: pid {info['pid']}, {info['rest_url']} -> {info['bootstrap_servers']}, "
+            f"{answers}"
+        )
+        for name, st in info["connectors"].items():
+            tasks = ", ".join(f"task {t['id']} {t['state']}" for t in st.get("tasks", []))
+            click.echo(
+                f"connector {name}: {st['connector']['state']}" + (f" ({tasks})" if tasks else "")
+            )
+            trace = failure_trace(st)
+            if trace:
+                click.echo("  " + trace.splitlines()[0])
+        click.echo(f"log:  {info['log_path']}")
+    else:
+        click.echo("not running")
+    if not info["running"]:
+        raise SystemExit(1)
+
+
+@connect.command("debezium-config")
+@click.option(
+    "--table",
+    "tables",
+    multiple=True,
+    required=True,
+    metavar="SCHEMA.TABLE",
+    help="Table to capture; repeatable.",
+)
+@click.option("--topic-prefix", required=True, help="Topics are <prefix>.<schema>.<table>.")
+@click.option("--name", default=None, help="Connector name [default: the topic prefix].")
+@click.option("--database", default=None, help="Database to capture [default: postgres].")
+@click.option("--slot-name", default=None, help="Replication slot [default: debezium_<prefix>].")
+def connect_debezium_config(
+    tables: tuple[str, ...],
+    topic_prefix: str,
+    name: str | None,
+    database: str | None,
+    slot_name: str | None,
+) -> None:
+    """Print a Debezium PostgreSQL connector file for the background PostgreSQL server."""
+    from types import SimpleNamespace
+
+    from streamtable.platform import postgres_daemon
+    from streamtable.platform.debezium import debezium_postgres_config
+    from streamtable.platform.postgres import EmbeddedPostgres
+
+    info = postgres_daemon.status(timeout=2.0)
+    if not info["running"]:
+        _fail(
+            StreamtableError(
+                "no background PostgreSQL server runs; start it with `streamtable postgres start`"
+            )
+        )
+        return
+    server = SimpleNamespace(
+        host=EmbeddedPostgres.host,
+        port=int(info["port"]),
+        user=EmbeddedPostgres.user,
+        database=EmbeddedPostgres.database,
+    )
+    try:
+        config = debezium_postgres_config(
+            server, topic_prefix=topic_prefix, tables=tables, database=database, slot_name=slot_name
+        )
+    except StreamtableError as exc:
+        _fail(exc)
+        return
+    click.echo(json.dumps({"name": name or topic_prefix, "config": config}, indent=2))
+
+
 # --------------------------------------------------------------------------- topologies
 def _config_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
     out = {}

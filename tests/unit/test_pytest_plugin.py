@@ -11,5 +11,11 @@ def test_plugin_is_registered_as_a_pytest11_entry_point():
 def test_pytest_loaded_the_plugin_with_its_fixtures(request):
     plugin = request.config.pluginmanager.get_plugin("streamtable")
     assert plugin is not None, "pytest did not load the streamtable plugin"
-    for fixture in ("spark_session", "embedded_kafka", "topology_driver"):
+    for fixture in (
+        "spark_session",
+        "embedded_kafka",
+        "topology_driver",
+        "postgres",
+        "kafka_connect",
+    ):
         assert callable(getattr(plugin, fixture, None)), fixture

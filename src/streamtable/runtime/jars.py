@@ -1,11 +1,14 @@
 """Locate Java and resolve the JVM jar sets streamtable needs, with Maven, into a local cache.
 
-Two jar sets ship as Maven POMs inside the package (``streamtable/jvm/<component>/pom.xml``):
+The jar sets ship as Maven POMs inside the package (``streamtable/jvm/<component>/pom.xml``):
 
 ``"broker"``
     The Apache Kafka broker (KRaft mode) used by :class:`streamtable.broker.EmbeddedKafka`.
 ``"spark-kafka"``
     Spark's Kafka source/sink for ``spark.jars``: only the jars the PySpark wheel lacks.
+``"connect"``
+    Apache Kafka Connect with Debezium's PostgreSQL connector, used by
+    :class:`streamtable.platform.KafkaConnect` (its own JVM and classpath).
 
 :func:`resolve_jars` runs ``mvn dependency:copy-dependencies`` once per POM content and caches
 the result under ``<cache root>/<component>-<hash of the POM>``; a marker file written after a
@@ -43,7 +46,7 @@ __all__ = [
 ]
 
 #: Jar sets that :func:`resolve_jars` knows about.
-COMPONENTS: tuple[str, ...] = ("broker", "spark-kafka", "kstreams")
+COMPONENTS: tuple[str, ...] = ("broker", "spark-kafka", "kstreams", "connect")
 
 #: Oldest Java feature release that Kafka 4.x brokers and Spark 4.x accept.
 MIN_JAVA_VERSION = 17
@@ -252,7 +255,8 @@ def resolve_jars(
     ----------
     component : str
         ``"broker"`` (Kafka broker, KRaft), ``"spark-kafka"`` (Spark's Kafka connector) or
-        ``"kstreams"`` (Kafka Streams, for parity tests and benchmarks).
+        ``"kstreams"`` (Kafka Streams, for parity tests and benchmarks) or ``"connect"`` (Kafka
+        Connect with Debezium's PostgreSQL connector).
     properties : Mapping[str, str], optional
         Maven ``-D`` properties passed to the POM, e.g. ``{"kafka.version": "4.3.0"}``; they are
         part of the cache key.  Without them, if the POM's own versions do not resolve, the

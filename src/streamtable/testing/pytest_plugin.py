@@ -13,6 +13,14 @@ Loaded automatically when streamtable is installed (entry point ``pytest11``). F
 ``topology_driver`` (function scope)
     A factory ``topology_driver(topology, config=None, initial_wall_clock_time=None)`` returning
     a :class:`~streamtable.testing.TopologyTestDriver` that is closed after the test.
+``postgres`` (session scope)
+    An :class:`~streamtable.platform.EmbeddedPostgres` (logical WAL, loopback, trust auth),
+    started the first time a test asks for it.  Tests share it: use tables, slots and topic
+    prefixes of their own.
+``kafka_connect`` (session scope)
+    A :class:`~streamtable.platform.KafkaConnect` worker (Debezium's PostgreSQL connector on
+    its classpath) writing to the session's embedded broker, started the first time a test
+    asks for it.  Tests share it: use connector names of their own, and delete them.
 
 Example (a test module of yours)::
 
@@ -138,6 +146,26 @@ def embedded_kafka(
 ) -> EmbeddedKafkaTopics:
     """The session's embedded broker, with topic names unique to this test."""
     return EmbeddedKafkaTopics(_streamtable_broker, request.node.name, tmp_path)
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Any]:
+    """One real PostgreSQL server (logical WAL) for the whole test session, started lazily."""
+    from streamtable.platform import EmbeddedPostgres
+
+    with EmbeddedPostgres() as pg:
+        yield pg
+
+
+@pytest.fixture(scope="session")
+def kafka_connect(_streamtable_broker: Any) -> Iterator[Any]:
+    """One Kafka Connect worker on the session's broker for the whole test session, started
+    lazily.
+    """
+    from streamtable.platform import KafkaConnect
+
+    with KafkaConnect(_streamtable_broker.bootstrap_servers) as connect:
+        yield connect
 
 
 @pytest.fixture
