@@ -85,6 +85,7 @@ def debezium_postgres_config(
     drop_slot_on_stop: bool = False,
     decimal_handling: Literal["precise", "string", "double"] = "precise",
     password: str | None = None,
+    partitions: int = 1,
     extra: Mapping[str, object] | None = None,
 ) -> dict[str, str]:
     """Return the configuration of a Debezium PostgreSQL connector capturing ``tables``.
@@ -119,6 +120,9 @@ def debezium_postgres_config(
         ``decimal.handling.mode`` for ``numeric`` columns.
     password : str, optional
         ``database.password``; the embedded server trusts loopback and needs none.
+    partitions : int
+        Partitions of the topics Connect creates for the tables (``topic.creation.default.
+        partitions``): a stream joined with such a table needs as many (co-partitioning).
     extra : Mapping[str, object], optional
         More connector properties; they override the ones built here.
 
@@ -132,7 +136,7 @@ def debezium_postgres_config(
     ConfigError
         If ``topic_prefix`` is empty or has characters a topic name cannot have, ``tables``
         is empty or has a name not of the form ``schema.table``, or ``slot_name`` is not a
-        valid slot name.
+        valid slot name, or ``partitions`` is below 1.
 
     Examples
     --------
@@ -157,6 +161,8 @@ def debezium_postgres_config(
             f"tables {bad} are not of the form 'schema.table' (e.g. 'public.players'); "
             "name each table with its schema"
         )
+    if not isinstance(partitions, int) or partitions < 1:
+        raise ConfigError(f"partitions must be an int >= 1, got {partitions!r}")
     slot = slot_name if slot_name is not None else slot_name_for(topic_prefix)
     if not _SLOT.match(slot):
         raise ConfigError(
@@ -185,7 +191,7 @@ def debezium_postgres_config(
         "value.converter": JSON_CONVERTER,
         "value.converter.schemas.enable": False,
         # the broker may not auto-create topics: Connect creates each table's topic itself
-        "topic.creation.default.partitions": 1,
+        "topic.creation.default.partitions": partitions,
         "topic.creation.default.replication.factor": -1,
     }
     if password is not None:

@@ -480,6 +480,28 @@ class Serdes:
         return _JSON if schema is None else JsonSerde(schema)
 
     @staticmethod
+    def debezium_json(schema: Mapping[str, str] | None = None) -> Serde:
+        """Debezium change events (JSON, no schemas) read as the row's new state: ``c``/``u``/
+        ``r`` → the ``after`` row, ``d`` → ``None`` (a delete in a table).
+
+        See :class:`~streamtable.serde.debezium.DebeziumJsonSerde`.
+        """
+        from streamtable.serde.debezium import DebeziumJsonSerde
+
+        return DebeziumJsonSerde(schema)
+
+    @staticmethod
+    def debezium_key(*columns: str) -> Serde:
+        """Debezium change-event keys (``{"id": 7}``) as the primary key's value (``7``), or a
+        tuple for a composite key.
+
+        See :class:`~streamtable.serde.debezium.DebeziumKeySerde`.
+        """
+        from streamtable.serde.debezium import DebeziumKeySerde
+
+        return DebeziumKeySerde(*columns)
+
+    @staticmethod
     def custom(
         serializer: Callable[[Any], bytes],
         deserializer: Callable[[bytes], Any],
