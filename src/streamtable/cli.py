@@ -685,6 +685,12 @@ def demo_wordcount(
     default=None,
     help="Directory of the Parquet archive of game-events and alerts [default: STATE_DIR/archive].",
 )
+@click.option(
+    "--accounts/--no-accounts",
+    default=True,
+    show_default=True,
+    help="Keep the players' accounts in PostgreSQL, captured by Debezium (Kafka Connect).",
+)
 def demo_game(
     bootstrap_servers: str | None,
     players: int,
@@ -695,6 +701,7 @@ def demo_game(
     port: int,
     state_dir: str | None,
     archive: str | None,
+    accounts: bool,
 ) -> None:
     """Flag suspicious trades of a multiplayer game (Processor API, queryable profiles)."""
     from streamtable.demo import game
@@ -713,6 +720,7 @@ def demo_game(
             port=port,
             state_dir=state_dir,
             archive=archive,
+            accounts=accounts,
             echo=click.echo,
         )
     except StreamtableError as exc:

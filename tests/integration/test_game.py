@@ -18,7 +18,7 @@ import pytest
 
 from streamtable import Serdes
 from streamtable.demo import game
-from streamtable.demo.game_data import generate
+from streamtable.demo.game_data import accounts, generate
 from streamtable.errors import StreamsError
 from streamtable.testing import TopologyTestDriver
 
@@ -109,10 +109,12 @@ def test_an_unknown_event_type_stops_the_job_naming_the_processor_and_record(spa
 # -- the full path ---------------------------------------------------------------------------
 
 
-def expected_flags(data):
-    """The rule, implemented again from its statement, over the generated events."""
+def expected_flags(data, banned=(), backlog=None):
+    """The rule, implemented again from its statement, over the generated events; the
+    ``banned`` players' trades from event ``backlog`` on (the live phase) are flagged too.
+    """
     logins, trades, flags, profiles = {}, {}, set(), {}
-    for key, raw in zip(data.keys, data.values, strict=True):
+    for i, (key, raw) in enumerate(zip(data.keys, data.values, strict=True)):
         e = json.loads(raw)
         ips, amounts = logins.setdefault(key, []), trades.setdefault(key, [])
         p = profiles.setdefault(key, {"logins": 0, "trades": 0, "flags": 0})
@@ -121,7 +123,10 @@ def expected_flags(data):
             p["logins"] += 1
             continue
         last_ips, last_amounts = ips[-20:], amounts[-20:]
-        if (
+        if key in banned and i >= backlog:
+            flags.add(e["trade_id"])
+            p["flags"] += 1
+        elif (
             len(last_amounts) >= 5
             and e["amount"] > 3 * statistics.median(last_amounts)
             and e["ip"] not in last_ips
@@ -148,8 +153,22 @@ def test_the_demo_flags_exactly_what_the_rule_implies(kafka_broker, spark, tmp_p
         echo=lambda *_: None,
     )
     data = generate(players, events, seed=seed)
-    want, profiles = expected_flags(data)
+    banned = set(game.players_to_ban(data, events - 1_500))
+    assert banned and result["banned"] == sorted(banned)
+    want, profiles = expected_flags(data, banned, events - 1_500)
     assert want and data.fraud  # the load has both
+    # the accounts came from PostgreSQL through Debezium; the bans reached the app's state
+    for pid, status, country, is_banned, registered in accounts(players, seed=seed):
+        row = {"id": pid, "status": status, "country": country, "banned": is_banned}
+        if pid in banned:
+            row.update(status="banned", banned=True)
+        profiles.setdefault(pid, {})["account"] = {**row, "registered": registered}
+    assert result["ban_alerts"] == sum(
+        1
+        for k, v in zip(data.keys[events - 1_500 :], data.values[events - 1_500 :], strict=True)
+        if k in banned and b'"trade"' in v
+    )
+    assert result["ban_to_state_p99_ms"] is not None
     assert result["flagged"] == want
     hits = len(want & data.fraud)
     assert result["precision"] == round(hits / len(want), 4)

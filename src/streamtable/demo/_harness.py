@@ -170,3 +170,20 @@ def demo_config(
         "state.dir": state_dir or tempfile.mkdtemp(prefix="streamtable-demo-"),
         **extra,
     }
+
+
+def topic_size(bootstrap_servers: str, topic: str) -> int:
+    """The sum of ``topic``'s end offsets (0 while the topic does not exist)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap_servers, "group.id": "streamtable-topic-size"})
+    try:
+        meta = c.list_topics(topic, timeout=10).topics.get(topic)
+        if meta is None or meta.error is not None:
+            return 0
+        return sum(
+            c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+            for p in meta.partitions
+        )
+    finally:
+        c.close()

@@ -18,6 +18,7 @@ while it runs (``application.server``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import statistics
 import threading
@@ -26,6 +27,7 @@ from datetime import timedelta
 from typing import Any
 
 from streamtable import KafkaStreams, Processor, Record, Serdes, Stores, StreamsBuilder, Topology
+from streamtable.errors import StreamsError
 
 EVENTS_TOPIC = "game-events"
 ALERTS_TOPIC = "alerts"
@@ -48,6 +50,9 @@ ALERT_COLUMNS = {
 #: How often the archive writes its files: larger files, and its micro-batches keep out of
 #: the flagging's way (the flagging's latency is what the live phase measures).
 ARCHIVE_INTERVAL = timedelta(seconds=10)
+
+#: Accounts the security team bans in the database before the live phase.
+BANS = 20
 
 #: The rule's parameters (see the module doc).
 HISTORY = 20
@@ -101,7 +106,20 @@ class TradeFlagger(Processor):
         event = record.value
         kind = event.get("type") if isinstance(event, dict) else None
         profile = self.profiles.get(record.key) or new_profile()
-        if kind == "login":
+        account = profile.get("account")
+        if kind == "account":  # a change of the player's account in the database (CDC)
+            profile["account"] = event["account"]
+        elif kind == "trade" and account is not None and account.get("banned"):
+            amount = float(event["amount"])
+            profile["flags"] += 1
+            self.context.forward(
+                Record(
+                    record.key, self._alert(record.key, event, "account banned"), record.timestamp
+                )
+            )
+            profile["amounts"] = (profile["amounts"] + [amount])[-HISTORY:]
+            profile["trades"] += 1
+        elif kind == "login":
             profile["ips"] = (profile["ips"] + [event["ip"]])[-HISTORY:]
             profile["logins"] += 1
         elif kind == "trade":
@@ -109,13 +127,7 @@ class TradeFlagger(Processor):
             reason = flag_reason(profile, event["ip"], amount)
             if reason is not None:
                 profile["flags"] += 1
-                alert = {
-                    "player": record.key,
-                    "trade_id": event["trade_id"],
-                    "amount": amount,
-                    "ip": event["ip"],
-                    "reason": reason,
-                }
+                alert = self._alert(record.key, event, reason)
                 self.context.forward(Record(record.key, alert, record.timestamp))
             profile["amounts"] = (profile["amounts"] + [amount])[-HISTORY:]
             profile["trades"] += 1
@@ -126,13 +138,28 @@ class TradeFlagger(Processor):
             )
         self.profiles.put(record.key, profile)
 
+    @staticmethod
+    def _alert(player: str, trade: dict[str, Any], reason: str) -> dict[str, Any]:
+        return {
+            "player": player,
+            "trade_id": trade["trade_id"],
+            "amount": float(trade["amount"]),
+            "ip": trade["ip"],
+            "reason": reason,
+        }
+
 
 def build_topology(
     events_topic: str = EVENTS_TOPIC,
     alerts_topic: str = ALERTS_TOPIC,
     archive: str | None = None,
+    accounts_topic: str | None = None,
 ) -> Topology:
     """``game-events`` → :class:`TradeFlagger` (store ``player-profiles``) → ``alerts``.
+
+    With ``accounts_topic`` (Debezium's change events of the accounts table, see
+    :mod:`.game_accounts`), account changes reach the processor too, re-keyed by player id:
+    a banned account's trades are flagged.
 
     With ``archive`` (a directory), both topics are also kept in Parquet, partitioned by the
     events' UTC date: ``<archive>/game-events`` and ``<archive>/alerts`` (the archive reads
@@ -146,7 +173,12 @@ def build_topology(
         )
     )
     events = b.stream(events_topic, key_serde=Serdes.string(), value_serde=Serdes.json())
-    events.process(TradeFlagger, PROFILE_STORE, name="flag-trades").to(
+    flagger_input = events
+    if accounts_topic is not None:
+        from streamtable.demo.game_accounts import account_events
+
+        flagger_input = events.merge(account_events(b, PARTITIONS, accounts_topic))
+    flagger_input.process(TradeFlagger, PROFILE_STORE, name="flag-trades").to(
         alerts_topic, key_serde=Serdes.string(), value_serde=Serdes.json()
     )
     if archive is not None:
@@ -243,6 +275,7 @@ def run(
     seed: int = 7,
     state_dir: str | None = None,
     archive: str | None = None,
+    accounts: bool = True,
     port: int = 0,
     echo: Any = print,
 ) -> dict[str, Any]:
@@ -270,6 +303,8 @@ def run(
 
     from streamtable.demo._harness import demo_config, ensure_topics, kafka_cluster, read_topic
     from streamtable.demo.flights_data import produce_records
+    from streamtable.demo.game_accounts import ACCOUNTS_TOPIC, accounts_database
+    from streamtable.demo.game_data import accounts as account_rows
     from streamtable.demo.game_data import generate
     from streamtable.files import read_files
     from streamtable.runtime.spark import get_spark
@@ -287,12 +322,19 @@ def run(
     state_dir = state_dir or tempfile.mkdtemp(prefix="streamtable-demo-")
     archive = archive or f"{state_dir}/archive"
     shutil.rmtree(archive, ignore_errors=True)  # a new run over recreated topics
-    with kafka_cluster(bootstrap_servers) as bootstrap:
-        ensure_topics(
-            bootstrap, {EVENTS_TOPIC: PARTITIONS, ALERTS_TOPIC: PARTITIONS}, recreate=True
-        )
+    with kafka_cluster(bootstrap_servers) as bootstrap, contextlib.ExitStack() as stack:
+        topics = {EVENTS_TOPIC: PARTITIONS, ALERTS_TOPIC: PARTITIONS}
+        if accounts:
+            topics[ACCOUNTS_TOPIC] = PARTITIONS
+        ensure_topics(bootstrap, topics, recreate=True)
         produce_records(bootstrap, EVENTS_TOPIC, data.records(0, backlog))
         echo(f"produced {backlog:,} events to '{EVENTS_TOPIC}' (the backlog)")
+        db = None
+        if accounts:
+            echo("starting PostgreSQL and Kafka Connect with Debezium for the accounts ...")
+            rows = account_rows(players, seed=seed)
+            db = stack.enter_context(accounts_database(bootstrap, rows, PARTITIONS))
+            echo(f"captured {players:,} accounts from PostgreSQL into '{ACCOUNTS_TOPIC}'")
         reader = _AlertReader(bootstrap, ALERTS_TOPIC)
         reader.start()
         config = demo_config(
@@ -307,7 +349,10 @@ def run(
                 "streamtable.max.offsets.per.trigger": MAX_RECORDS_PER_BATCH,
             },
         )
-        app = KafkaStreams(build_topology(archive=archive), config)
+        topology = build_topology(
+            archive=archive, accounts_topic=ACCOUNTS_TOPIC if accounts else None
+        )
+        app = KafkaStreams(topology, config)
         started = time.monotonic()
         app.start()
         try:
@@ -317,6 +362,16 @@ def run(
                 f"processed the backlog in {backlog_s:.1f} s; live phase: {live_events:,} "
                 f"events at {rate:,.0f}/s"
             )
+            banned: list[str] = []
+            ban_ms: list[float] = []
+            if db is not None:
+                banned = players_to_ban(data, backlog)
+                ban_ms = _ban_and_wait(db, banned, port)
+                echo(
+                    f"banned {len(banned)} taken-over accounts in PostgreSQL: the app's state "
+                    f"had the bans after p50 {_percentile(ban_ms, 50)} ms, p99 "
+                    f"{_percentile(ban_ms, 99)} ms"
+                )
             live_start = _produce_live(bootstrap, data.records(backlog), rate, echo)
             app.await_caught_up(timeout=timedelta(minutes=30))
             want = data.keys[-1]
@@ -347,11 +402,56 @@ def run(
         "latency_p99_ms": _percentile(live, 99),
         "wall_s": round(time.monotonic() - t0, 1),
     }
+    figures["banned"] = banned
+    figures["ban_to_state_p50_ms"] = _percentile(sorted(ban_ms), 50)
+    figures["ban_to_state_p99_ms"] = _percentile(sorted(ban_ms), 99)
+    figures["ban_alerts"] = sum(
+        1 for _, v, _ in committed if v is not None and json.loads(v)["reason"] == "account banned"
+    )
     figures["archived_events"] = read_files(f"{archive}/{EVENTS_TOPIC}", columns=["key"]).num_rows
     figures["archived_alerts"] = read_files(f"{archive}/{ALERTS_TOPIC}", columns=["key"]).num_rows
     figures["archive"] = archive
     _print(alerts, profile, want, figures, echo)
     return {**figures, "flagged": flagged, "profile": profile, "profile_player": want}
+
+
+def players_to_ban(data: Any, backlog: int, count: int = BANS) -> list[str]:
+    """The taken-over accounts the security team bans before the live phase: the first
+    ``count`` victims (by id) that trade in it.
+    """
+    live = {
+        k
+        for k, v in zip(data.keys[backlog:], data.values[backlog:], strict=True)
+        if b'"trade"' in v
+    }
+    return sorted(data.victims & live)[:count]
+
+
+def _ban_and_wait(db: Any, players: list[str], port: int, timeout_s: float = 120.0) -> list[float]:
+    """Ban ``players`` in the database; wait until each one's profile (queried over HTTP)
+    shows the ban. Returns each player's ms from the commit to the state's showing it.
+    """
+    import urllib.request
+
+    banned_at = db.ban(players)
+    waiting = set(players)
+    seen: list[float] = []
+    deadline = time.monotonic() + timeout_s
+    while waiting:
+        if time.monotonic() > deadline:
+            raise StreamsError(
+                f"The bans of {sorted(waiting)} did not reach the app's state within "
+                f"{timeout_s:g} s: is the Debezium connector running (Kafka Connect's log)?"
+            )
+        for p in sorted(waiting):
+            url = f"http://127.0.0.1:{port}/stores/{PROFILE_STORE}/keys/{p}"
+            with urllib.request.urlopen(url, timeout=30) as resp:
+                account = (json.loads(resp.read())["value"] or {}).get("account") or {}
+            if account.get("banned"):
+                waiting.discard(p)
+                seen.append(time.time() * 1000 - banned_at)
+        time.sleep(0.05)  # a poll interval: the condition is the profiles' state
+    return seen
 
 
 def _wait_for_alerts(reader: _AlertReader, count: int, timeout_s: float = 120.0) -> None:

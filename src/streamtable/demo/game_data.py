@@ -152,3 +152,26 @@ def generate(
     timestamps = [start_ms + 20 * i for i in range(events)]
     victims = {player_id(p) for p in takeover}
     return GameData(keys, values, timestamps, fraud, victims)
+
+
+#: Countries of the generated accounts.
+COUNTRIES = ("DE", "FR", "BR", "US", "JP", "KR", "PL", "SE", "IN", "CA")
+
+
+def accounts(players: int, *, seed: int = 7) -> list[tuple[str, str, str, bool, int]]:
+    """The players' accounts, as rows of the ``players`` table of the game's database:
+    ``(id, status, country, banned, registered)`` with ``registered`` in days since 1970-01-01
+    (how Debezium sends a ``date`` column). Every account starts ``active`` and not banned.
+
+    Examples
+    --------
+    >>> accounts(3, seed=1)[0][:4]
+    ('p0000000', 'active', 'IN', False)
+    """
+    rng = np.random.default_rng(seed + 1)
+    country = rng.integers(0, len(COUNTRIES), players)
+    registered = 18_262 + rng.integers(0, 2_000, players)  # 2020-01-01 + up to ~5.5 years
+    return [
+        (player_id(n), "active", COUNTRIES[int(country[n])], False, int(registered[n]))
+        for n in range(players)
+    ]
