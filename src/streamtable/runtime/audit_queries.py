@@ -187,6 +187,36 @@ class AuditQueries:
         log.info("[%s] starting audit query %s", cfg.application_id, name)
         return writer.start()
 
+    def await_caught_up(self, end_offsets: Callable[[list[str]], dict], deadline: float) -> bool:
+        """Wait until every audit query has read its topic up to the end offsets now.
+
+        Parameters
+        ----------
+        end_offsets : Callable
+            ``end_offsets(topics) -> {(topic, partition): offset}`` (the admin client's).
+        deadline : float
+            ``time.monotonic()`` value to give up at.
+
+        Returns
+        -------
+        bool
+            True when caught up (under ``available_now``: when the queries have stopped);
+            False at the deadline.
+        """
+        from streamtable.runtime.progress import caught_up
+
+        targets = end_offsets(sorted({topic for _, _, topic in self._specs}))
+        while True:
+            queries = self.queries
+            pending = [q for q in queries if not caught_up(q, targets)]
+            if not pending:
+                return True
+            if self._cfg.trigger == "available_now" and not any(q.isActive for q in pending):
+                return True  # they processed what was there when they started
+            if time.monotonic() >= deadline:
+                return False  # a failed query is restarted by update() meanwhile
+            time.sleep(0.1)
+
     def update(self) -> None:
         """Restart (from its checkpoint) an audit query that failed, at most every
         :data:`RESTART_INTERVAL_S` seconds; log its error.

@@ -628,6 +628,8 @@ class KafkaStreams:
         """Wait until every record in the input topics *at the call* is processed and committed,
         and every queryable store reflects it (interactive queries made after the return see
         all of that input, as queries of Kafka Streams' active stores do after processing).
+        With ``streamtable.audit.topic``, also until the audit's queries have counted that
+        input and the output written, and published the counts.
 
         Parameters
         ----------
@@ -673,9 +675,11 @@ class KafkaStreams:
             pending = [q for q in self._queries if not caught_up(q, targets)]
             if not pending and reached == written:
                 self._await_stores(deadline)
+                self._await_audit(admin, deadline)
                 return
             if all(not q.isActive for q in pending) and cfg.trigger == "available_now":
                 self._raise_if_failed()
+                self._await_audit(admin, deadline)
                 return
             if self._state is State.NOT_RUNNING:
                 raise IllegalStateError("The application was closed while waiting to catch up.")
@@ -686,6 +690,18 @@ class KafkaStreams:
                     f"{[str(q.lastProgress and q.lastProgress['sources']) for q in pending]}"
                 )
             time.sleep(0.1)
+
+    def _await_audit(self, admin: KafkaAdmin, deadline: float) -> None:
+        """Wait until the audit queries (``streamtable.audit.topic``) have counted the input
+        and output the application has processed, so that the audit topic reflects it.
+        """
+        audit = self._audit
+        if audit is not None and not audit.await_caught_up(admin.end_offsets, deadline):
+            raise StreamsTimeoutError(
+                "Caught up with the input, but the data-loss audit's queries "
+                f"({[q.name for q in audit.queries]}) did not count it in time; their "
+                "errors are in the log."
+            )
 
     def _await_stores(self, deadline: float) -> None:
         """Wait until every queryable store reflects its query's last committed batch, so that
