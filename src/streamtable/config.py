@@ -353,6 +353,7 @@ _KEYS: dict[str, tuple[str, _Parser, Any]] = {
         _timestamp_policy,
         "skip",
     ),
+    "streamtable.audit.topic": ("audit_topic", _topic, None),
 }
 
 #: Attributes set by a key and by its deprecated ``default.``-prefixed twin -> the key to use.
@@ -513,6 +514,14 @@ class StreamsConfig:
       its source (see :mod:`streamtable.dsl.timestamps`).
       Kafka Streams' ``default.timestamp.extractor`` is not taken: pass
       ``timestamp_extractor=`` to ``StreamsBuilder.stream()``.
+    - ``streamtable.audit.topic`` (topic name or None; default None = no audit):
+      The data-loss audit (``docs/audit.md``): ``KafkaStreams.start()`` also starts one light
+      query per source topic, counting the committed records it reads per partition and
+      one-minute window of event time (role ``consumed``, reporter ``application.id``), and
+      one per sink topic, counting what the topic committed since the application first
+      started with the audit (role ``produced``); the counts go to this topic, which must
+      exist (``start()`` fails naming it; create it with
+      ``streamtable.platform.create_audit_topic``). Unset, nothing changes.
     - ``spark.*``:
       Passed to the Spark session as strings (booleans as ``"true"``/``"false"``).
     - ``consumer.*``, ``producer.*``, ``admin.*``:
@@ -567,6 +576,7 @@ class StreamsConfig:
     shuffle_partitions: int = 4
     max_offsets_per_trigger: int | None = None
     invalid_timestamp_policy: InvalidTimestampPolicy = "skip"
+    audit_topic: str | None = None
     _spark_conf: tuple[tuple[str, str], ...] = ()
     _consumer_config: tuple[tuple[str, Any], ...] = ()
     _producer_config: tuple[tuple[str, Any], ...] = ()

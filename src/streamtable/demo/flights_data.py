@@ -18,7 +18,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -218,6 +218,9 @@ def produce_records(
     *,
     partitions: int | None = None,
     timeout_s: float = 120.0,
+    audit_topic: str | None = None,
+    reporter: str = "producer",
+    producer_config: Mapping[str, Any] | None = None,
 ) -> int:
     """Produce ``(key, value, timestamp_ms)`` records to ``topic`` and wait for all acks.
 
@@ -242,6 +245,16 @@ def produce_records(
         result for keyed records).
     timeout_s : float
         Maximum time to wait for outstanding acknowledgements at the end.
+    audit_topic : str, optional
+        The data-loss audit's topic (``docs/audit.md``): the records whose delivery report
+        succeeded are counted per partition and one-minute window of their timestamp and
+        published there at the end, role ``produced``, batch = a new id per call (also when
+        some records failed: the count is of those delivered).
+    reporter : str
+        The audit's name of this producer (no ``"|"``).
+    producer_config : Mapping, optional
+        confluent-kafka settings that override the defaults above (e.g. ``{"acks": 0,
+        "enable.idempotence": False}``).
 
     Returns
     -------
@@ -251,8 +264,8 @@ def produce_records(
     Raises
     ------
     StreamtableError
-        If any record was not delivered (the first errors are in the message) or the final
-        flush timed out.
+        If any record was not delivered (the first errors are in the message), the final
+        flush timed out, or the audit counts could not be published.
     """
     from confluent_kafka import KafkaException, Producer
 
@@ -260,8 +273,14 @@ def produce_records(
 
     errors: list[str] = []
     delivered = 0
+    audit = None
+    if audit_topic is not None:
+        from streamtable.platform.audit import AuditCounts, check_field
 
-    def on_delivery(err: Any, _msg: Any) -> None:
+        check_field("reporter", reporter)
+        audit = AuditCounts()
+
+    def on_delivery(err: Any, msg: Any) -> None:
         nonlocal delivered
         if err is not None:
             if len(errors) < 5:
@@ -270,6 +289,8 @@ def produce_records(
                 errors.append("")
         else:
             delivered += 1
+            if audit is not None:
+                audit.add(msg.topic(), msg.partition(), msg.timestamp()[1])
 
     producer = Producer(
         {
@@ -286,6 +307,7 @@ def produce_records(
             "queue.buffering.max.messages": 1_000_000,
             "queue.buffering.max.kbytes": 1_048_576,
             "message.timeout.ms": int(timeout_s * 1000),
+            **(producer_config or {}),
         }
     )
     produce = producer.produce
@@ -323,6 +345,13 @@ def produce_records(
             producer.flush(0)
         if hasattr(producer, "close"):  # confluent-kafka >= 2.11
             producer.close()
+    if audit is not None and audit_topic is not None:
+        import uuid
+
+        from streamtable.platform.audit import PRODUCED, publish_audit
+
+        run = f"{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}"
+        publish_audit(bootstrap_servers, audit_topic, audit.records(PRODUCED, reporter, run))
     if errors:
         shown = "; ".join(e for e in errors if e)
         raise StreamtableError(

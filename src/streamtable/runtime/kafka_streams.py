@@ -180,6 +180,8 @@ class KafkaStreams:
     _replica: Any = None
     #: the HTTP query service (application.server), from start() to close()
     _query_server: Any = None
+    #: the data-loss audit's queries (streamtable.audit.topic), from start() to close()
+    _audit: Any = None
 
     # -- state ----------------------------------------------------------------------------
 
@@ -270,6 +272,8 @@ class KafkaStreams:
         if cfg.dead_letter_queue_topic is not None:
             role = "Dead-letter (errors.dead.letter.queue.topic.name)"
             partitions.update(admin.require_topics([cfg.dead_letter_queue_topic], role))
+        if cfg.audit_topic is not None:
+            admin.require_topics([cfg.audit_topic], "Audit (streamtable.audit.topic)")
         check_fingerprint(
             Path(cfg.checkpoint_dir),
             self.topology,
@@ -326,6 +330,8 @@ class KafkaStreams:
             cfg.repartition_purge_interval_ms,
         )
         try:
+            if cfg.audit_topic is not None:
+                self._start_audit(admin, partitions)
             for plan in plans:
                 if cfg.trigger == "available_now" and plan.reads_internal:
                     self._await_writers(plan)
@@ -334,6 +340,7 @@ class KafkaStreams:
         except Exception:
             for q in self._queries:
                 q.stop()
+            self._stop_audit()
             raise
         if self._changelogs:
             from streamtable.state.replica import StoreReplica
@@ -349,6 +356,37 @@ class KafkaStreams:
             target=self._watch, name="streamtable-monitor", daemon=True
         )
         self._monitor.start()
+
+    def _start_audit(self, admin: KafkaAdmin, partitions: dict[str, int]) -> None:
+        """Start the data-loss audit's queries (before the application's: the sink topics'
+        end offsets taken here are where their counts start).
+        """
+        from streamtable.runtime.audit_queries import AuditQueries
+        from streamtable.topology.nodes import SourceNode
+
+        resets = {
+            t: n.auto_offset_reset
+            for n in self.topology.graph.of_type(SourceNode)
+            if n.auto_offset_reset is not None
+            for t in n.topics
+        }
+        cfg = self.config
+        sinks = self.topology.sink_topics
+        self._audit = AuditQueries(
+            self._spark,
+            cfg,
+            self.topology.source_topics,
+            sinks,
+            partitions,
+            admin.end_offsets(sinks) if sinks else {},
+            lambda topic: resets.get(topic, cfg.auto_offset_reset),
+        )
+        self._audit.start()
+
+    def _stop_audit(self) -> None:
+        audit, self._audit = self._audit, None
+        if audit is not None:
+            audit.stop(lambda q: self._let_batch_finish(q, time.monotonic() + 10.0))
 
     def _start_query(self, plan: Any) -> Any:
         cfg = self.config
@@ -421,6 +459,9 @@ class KafkaStreams:
                 self._purger.update(self._queries)
             if self._replica is not None:
                 self._report_batches()
+            audit = self._audit
+            if audit is not None:
+                audit.update()
             for i, q in enumerate(list(self._queries)):
                 exc = q.exception()
                 if exc is None:
@@ -487,6 +528,7 @@ class KafkaStreams:
                     q.stop()
                 except Exception:  # pragma: no cover - best effort
                     pass
+            self._stop_audit()
             self._transition(State.ERROR)
             self._release_state_dir()
         log.error("[%s] a query failed: %s", self.config.application_id, exc)
@@ -520,6 +562,7 @@ class KafkaStreams:
                     )
             except Exception:  # a failed query raises again on stop/await
                 pass
+        self._stop_audit()
         if self._group_offsets is not None:
             self._group_offsets.update(self._queries)
             self._group_offsets.close()
@@ -585,6 +628,8 @@ class KafkaStreams:
         """Wait until every record in the input topics *at the call* is processed and committed,
         and every queryable store reflects it (interactive queries made after the return see
         all of that input, as queries of Kafka Streams' active stores do after processing).
+        With ``streamtable.audit.topic``, also until the audit's queries have counted that
+        input and the output written, and published the counts.
 
         Parameters
         ----------
@@ -630,9 +675,11 @@ class KafkaStreams:
             pending = [q for q in self._queries if not caught_up(q, targets)]
             if not pending and reached == written:
                 self._await_stores(deadline)
+                self._await_audit(admin, deadline)
                 return
             if all(not q.isActive for q in pending) and cfg.trigger == "available_now":
                 self._raise_if_failed()
+                self._await_audit(admin, deadline)
                 return
             if self._state is State.NOT_RUNNING:
                 raise IllegalStateError("The application was closed while waiting to catch up.")
@@ -643,6 +690,18 @@ class KafkaStreams:
                     f"{[str(q.lastProgress and q.lastProgress['sources']) for q in pending]}"
                 )
             time.sleep(0.1)
+
+    def _await_audit(self, admin: KafkaAdmin, deadline: float) -> None:
+        """Wait until the audit queries (``streamtable.audit.topic``) have counted the input
+        and output the application has processed, so that the audit topic reflects it.
+        """
+        audit = self._audit
+        if audit is not None and not audit.await_caught_up(admin.end_offsets, deadline):
+            raise StreamsTimeoutError(
+                "Caught up with the input, but the data-loss audit's queries "
+                f"({[q.name for q in audit.queries]}) did not count it in time; their "
+                "errors are in the log."
+            )
 
     def _await_stores(self, deadline: float) -> None:
         """Wait until every queryable store reflects its query's last committed batch, so that
