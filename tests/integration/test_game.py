@@ -164,6 +164,9 @@ def test_the_demo_flags_exactly_what_the_rule_implies(kafka_broker, spark, tmp_p
             row.update(status="banned", banned=True)
         profiles.setdefault(pid, {})["account"] = {**row, "registered": registered}
     assert result["ban_to_state_p99_ms"] is not None
+    # the data-loss audit: producers, the app's sources and sinks and the Parquet archive agree
+    assert result["audit_windows"] > 0
+    assert (result["audit_differences"], result["audit_missing"]) == (0, 0)
     assert result["flagged"] == want
     ban_trades = {
         json.loads(v)["trade_id"]

@@ -30,6 +30,7 @@ from streamtable import KafkaStreams, Processor, Record, Serdes, Stores, Streams
 from streamtable.errors import StreamsError
 
 EVENTS_TOPIC = "game-events"
+AUDIT_TOPIC = "audit"
 ALERTS_TOPIC = "alerts"
 PROFILE_STORE = "player-profiles"
 PARTITIONS = 4
@@ -245,23 +246,34 @@ class _AlertReader(threading.Thread):
 def _produce_live(
     bootstrap: str, records: list[tuple[bytes, bytes, int]], rate: float, echo: Any
 ) -> float:
-    """Send ``records`` at ``rate`` per second, each stamped with the wall clock; returns the
-    ms time the phase started.
+    """Send ``records`` at ``rate`` per second, each stamped with the wall clock, counting the
+    delivered ones for the data-loss audit; returns the ms time the phase started.
     """
     from confluent_kafka import Producer
+
+    from streamtable.platform.audit import PRODUCED, AuditCounts, publish_audit
 
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": 5, "partitioner": "murmur2_random"}
     )
+    counts = AuditCounts()
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is None:
+            counts.add(msg.topic(), msg.partition(), msg.timestamp()[1])
+
     start = time.time()
     for i, (k, v, _ts) in enumerate(records):
         due = start + i / rate
         now = time.time()
         if due > now:
             time.sleep(due - now)
-        producer.produce(EVENTS_TOPIC, v, k, timestamp=int(time.time() * 1000))
+        producer.produce(
+            EVENTS_TOPIC, v, k, timestamp=int(time.time() * 1000), on_delivery=delivered
+        )
         producer.poll(0)
     producer.flush(60)
+    publish_audit(bootstrap, AUDIT_TOPIC, counts.records(PRODUCED, "game-servers", f"live-{start}"))
     return start * 1000
 
 
@@ -307,6 +319,7 @@ def run(
     from streamtable.demo.game_data import accounts as account_rows
     from streamtable.demo.game_data import generate
     from streamtable.files import read_files
+    from streamtable.platform.audit_compare import audit_report
     from streamtable.runtime.spark import get_spark
 
     t0 = time.monotonic()
@@ -323,11 +336,17 @@ def run(
     archive = archive or f"{state_dir}/archive"
     shutil.rmtree(archive, ignore_errors=True)  # a new run over recreated topics
     with kafka_cluster(bootstrap_servers) as bootstrap, contextlib.ExitStack() as stack:
-        topics = {EVENTS_TOPIC: PARTITIONS, ALERTS_TOPIC: PARTITIONS}
+        topics = {EVENTS_TOPIC: PARTITIONS, ALERTS_TOPIC: PARTITIONS, AUDIT_TOPIC: 1}
         if accounts:
             topics[ACCOUNTS_TOPIC] = PARTITIONS
         ensure_topics(bootstrap, topics, recreate=True)
-        produce_records(bootstrap, EVENTS_TOPIC, data.records(0, backlog))
+        produce_records(
+            bootstrap,
+            EVENTS_TOPIC,
+            data.records(0, backlog),
+            audit_topic=AUDIT_TOPIC,
+            reporter="game-servers",
+        )
         echo(f"produced {backlog:,} events to '{EVENTS_TOPIC}' (the backlog)")
         db = None
         if accounts:
@@ -347,6 +366,8 @@ def run(
                 # each micro-batch's transactions must commit within transaction.timeout.ms
                 # (60 s): bound the batches over the backlog
                 "streamtable.max.offsets.per.trigger": MAX_RECORDS_PER_BATCH,
+                # sources and sinks publish their counts for the data-loss audit
+                "streamtable.audit.topic": AUDIT_TOPIC,
             },
         )
         topology = build_topology(
@@ -381,6 +402,8 @@ def run(
             committed = read_topic(bootstrap, ALERTS_TOPIC)
             app.await_caught_up(timeout=timedelta(minutes=5))  # the archive of those alerts
             _wait_for_alerts(reader, len(committed))
+            archived = {f"{archive}/{t}": t for t in (EVENTS_TOPIC, ALERTS_TOPIC)}
+            audit = audit_report(bootstrap, AUDIT_TOPIC, files=archived)
         finally:
             app.close()
             reader.stop.set()
@@ -412,6 +435,12 @@ def run(
     figures["archived_events"] = read_files(f"{archive}/{EVENTS_TOPIC}", columns=["key"]).num_rows
     figures["archived_alerts"] = read_files(f"{archive}/{ALERTS_TOPIC}", columns=["key"]).num_rows
     figures["archive"] = archive
+    figures["audit_windows"] = len(audit.windows)
+    figures["audit_differences"] = len(audit.differences)
+    figures["audit_missing"] = audit.missing
+    echo(audit.summary())
+    if not audit.ok:
+        echo(audit.table())
     _print(alerts, profile, want, figures, echo)
     return {**figures, "flagged": flagged, "profile": profile, "profile_player": want}
 
