@@ -438,9 +438,7 @@ def run(
     figures["audit_windows"] = len(audit.windows)
     figures["audit_differences"] = len(audit.differences)
     figures["audit_missing"] = audit.missing
-    echo(audit.summary())
-    if not audit.ok:
-        echo(audit.table())
+    figures["audit"] = audit.summary() + ("\n" + audit.table() if not audit.ok else "")
     _print(alerts, profile, want, figures, echo)
     return {**figures, "flagged": flagged, "profile": profile, "profile_player": want}
 
@@ -532,4 +530,5 @@ def _print(
         f"alerts in Parquet under {figures['archive']} (by date; read them with "
         "streamtable.files.read_files)"
     )
+    echo(figures.pop("audit"))
     echo("\n" + json.dumps(figures))

@@ -39,6 +39,10 @@ log = logging.getLogger("streamtable")
 
 #: Folder of the audit queries' checkpoints, inside ``state.dir/application.id``.
 AUDIT_DIR = "audit"
+#: Least ms between two micro-batches of an audit query: counts are published at this cadence
+#: (Confluent's monitoring interceptors publish every 15 s), which keeps the audit's queries
+#: out of the way of the application's own.
+MIN_INTERVAL_MS = 10_000
 #: Seconds between restarts of a failed audit query.
 RESTART_INTERVAL_S = 5.0
 
@@ -183,7 +187,8 @@ class AuditQueries:
         if cfg.trigger == "available_now":
             writer = writer.trigger(availableNow=True)
         else:
-            writer = writer.trigger(processingTime=f"{cfg.commit_interval_ms} milliseconds")
+            interval = max(cfg.commit_interval_ms, MIN_INTERVAL_MS)
+            writer = writer.trigger(processingTime=f"{interval} milliseconds")
         log.info("[%s] starting audit query %s", cfg.application_id, name)
         return writer.start()
 
