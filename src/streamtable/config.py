@@ -227,6 +227,25 @@ def _topic(key: str, value: object) -> str:
     return text
 
 
+def _http_url(key: str, value: object) -> str:
+    text = _str(key, value)
+    if not text.startswith(("http://", "https://")):
+        raise ConfigError(
+            f"Config {key!r} expects Kafka Connect's REST URL (http://host:port), got {text!r}"
+        )
+    return text
+
+
+def _names(key: str, value: object) -> tuple[str, ...]:
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
+        raise ConfigError(
+            f"Config {key!r} expects names as a comma-separated str or a list of str, "
+            f"got {_type_name(value)} {value!r}"
+        )
+    return tuple(i.strip() for i in items if i.strip())
+
+
 def split_host_port(address: str) -> tuple[str, int]:
     """``(host, port)`` of a ``host:port`` address (an IPv6 host in brackets: ``[::1]:8080``).
 
@@ -354,6 +373,8 @@ _KEYS: dict[str, tuple[str, _Parser, Any]] = {
         "skip",
     ),
     "streamtable.audit.topic": ("audit_topic", _topic, None),
+    "streamtable.connect.url": ("connect_url", _http_url, None),
+    "streamtable.connect.connectors": ("connect_connectors", _names, ()),
 }
 
 #: Attributes set by a key and by its deprecated ``default.``-prefixed twin -> the key to use.
@@ -522,6 +543,12 @@ class StreamsConfig:
       started with the audit (role ``produced``); the counts go to this topic, which must
       exist (``start()`` fails naming it; create it with
       ``streamtable.platform.create_audit_topic``). Unset, nothing changes.
+    - ``streamtable.connect.url`` (str or None; default None) and
+      ``streamtable.connect.connectors`` (comma-separated names or a list; default none):
+      Kafka Connect connectors the application depends on (e.g. the Debezium connector of a
+      CDC-fed table). The application polls their status every 2 s and fails, state
+      ``ERROR``, with a message naming a connector or task that is ``FAILED``
+      (:mod:`streamtable.platform.connector_watch`). Connectors without a URL are refused.
     - ``spark.*``:
       Passed to the Spark session as strings (booleans as ``"true"``/``"false"``).
     - ``consumer.*``, ``producer.*``, ``admin.*``:
@@ -577,6 +604,8 @@ class StreamsConfig:
     max_offsets_per_trigger: int | None = None
     invalid_timestamp_policy: InvalidTimestampPolicy = "skip"
     audit_topic: str | None = None
+    connect_url: str | None = None
+    connect_connectors: tuple[str, ...] = ()
     _spark_conf: tuple[tuple[str, str], ...] = ()
     _consumer_config: tuple[tuple[str, Any], ...] = ()
     _producer_config: tuple[tuple[str, Any], ...] = ()
@@ -643,6 +672,12 @@ class StreamsConfig:
                 raise ConfigError(f"Config {key!r} is required (e.g. {_EXAMPLES[key]!r})")
         if values.get("state_dir") is None:
             values.pop("state_dir", None)
+        if values.get("connect_connectors") and values.get("connect_url") is None:
+            raise ConfigError(
+                "Config 'streamtable.connect.connectors' names connectors to watch, but "
+                "'streamtable.connect.url' (Kafka Connect's REST URL, e.g. "
+                "'http://127.0.0.1:8083') is not set."
+            )
         return cls(
             **values,
             _spark_conf=tuple(sorted(spark.items())),

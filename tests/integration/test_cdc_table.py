@@ -150,3 +150,66 @@ def test_an_update_or_delete_in_the_database_changes_the_next_decision(
         if app is not None:
             app.close()
         kafka_connect.delete_connector(database)
+
+
+def test_a_failed_connector_fails_the_application_naming_it(
+    postgres, kafka_connect, kafka_broker, spark, topic_name, app_config
+):
+    from _support import ensure_topics
+
+    database = f"cdc_{uuid.uuid4().hex[:8]}"
+    postgres.create_database(database)
+    postgres.execute("CREATE TABLE players(id text PRIMARY KEY, status text)", database=database)
+    postgres.execute("INSERT INTO players VALUES ('p1', 'active')", database=database)
+
+    def connector(name: str, **extra) -> dict:
+        return debezium_postgres_config(
+            postgres,
+            topic_prefix=name,
+            tables=["public.players"],
+            database=database,
+            drop_slot_on_stop=True,
+            extra=extra,
+        )
+
+    first, second = database, f"{database}-again"
+    kafka_connect.create_connector(first, connector(first))
+    trades = topic_name("trades")
+    ensure_topics(kafka_broker.bootstrap_servers, {trades: 1})
+    app = None
+    try:
+        kafka_connect.wait_for_connector(first, timeout=timedelta(seconds=60))
+        _cdc_topic_has(kafka_broker.bootstrap_servers, f"{first}.public.players", 1)
+        # a logical decoding plugin the server does not have: the task fails when it starts
+        kafka_connect.create_connector(second, connector(second, **{"plugin.name": "decoderbufs"}))
+        b = StreamsBuilder()
+        players = b.table(
+            f"{first}.public.players",
+            key_serde=Serdes.debezium_key("id"),
+            value_serde=Serdes.debezium_json(),
+        )
+        b.stream(trades, key_serde=S, value_serde=J).left_join(players, decide).to(
+            topic_name("decisions"), value_serde=J
+        )
+        config = app_config(
+            **{
+                "streamtable.connect.url": kafka_connect.rest_url,
+                "streamtable.connect.connectors": [first, second],
+            }
+        )
+        ensure_topics(kafka_broker.bootstrap_servers, {topic_name("decisions"): 1})
+        app = KafkaStreams(b.build(), config)
+        app.start()
+        deadline = time.monotonic() + 120
+        while app.state.value != "ERROR":
+            assert time.monotonic() < deadline, (
+                f"the failed connector was not noticed: {kafka_connect.connector_status(second)}"
+            )
+            time.sleep(0.2)  # a poll interval: the condition is the client state
+        with pytest.raises(Exception, match=rf"connector '{second}' task 0 is FAILED: .*restart"):
+            app.await_caught_up()
+    finally:
+        if app is not None:
+            app.close()
+        for name in (second, first):
+            kafka_connect.delete_connector(name)

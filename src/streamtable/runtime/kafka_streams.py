@@ -182,6 +182,8 @@ class KafkaStreams:
     _query_server: Any = None
     #: the data-loss audit's queries (streamtable.audit.topic), from start() to close()
     _audit: Any = None
+    #: the Kafka Connect connectors watched (streamtable.connect.connectors), after start()
+    _connectors: Any = None
 
     # -- state ----------------------------------------------------------------------------
 
@@ -350,6 +352,10 @@ class KafkaStreams:
             )
             self._replica.start()
         self._reported = {}
+        if cfg.connect_connectors:
+            from streamtable.platform.connector_watch import ConnectorWatch
+
+            self._connectors = ConnectorWatch(cfg.connect_url or "", cfg.connect_connectors)
         self._transition(State.RUNNING)
         self._stop_monitor.clear()
         self._monitor = threading.Thread(
@@ -459,6 +465,11 @@ class KafkaStreams:
                 self._purger.update(self._queries)
             if self._replica is not None:
                 self._report_batches()
+            if self._connectors is not None:
+                failure = self._connectors.poll()
+                if failure is not None:
+                    self._fail(StreamsError(failure))
+                    return
             audit = self._audit
             if audit is not None:
                 audit.update()
