@@ -4,6 +4,10 @@ in ``<prefix>.public.players`` as Debezium envelopes (plain JSON), keyed by the 
 
 import datetime
 import json
+import os
+import pathlib
+import shutil
+import tempfile
 import threading
 import time
 import uuid
@@ -14,7 +18,12 @@ from click.testing import CliRunner
 from confluent_kafka import Consumer, TopicPartition
 
 from streamtable.cli import cli
-from streamtable.platform import ConnectError, connect_daemon, debezium_postgres_config
+from streamtable.platform import (
+    ConnectError,
+    EmbeddedPostgres,
+    connect_daemon,
+    debezium_postgres_config,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -251,3 +260,74 @@ def test_a_connector_that_cannot_reach_its_database_is_refused(postgres, kafka_c
     assert "missing-db" not in kafka_connect.connectors()
     with pytest.raises(ConnectError, match=r"HTTP 404"):
         kafka_connect.connector_status("missing-db")
+
+
+def test_a_database_down_at_start_is_named_and_a_restart_loses_no_change(
+    kafka_connect, kafka_broker
+):
+    """Database down: creating a connector is refused naming the unreachable server; a running
+    connector whose database goes away retries (Debezium's ``errors.max.retries``, unlimited by
+    default, restarting the task after ``retriable.restart.connector.wait.ms``) and after the
+    server is back every committed change, including those made just before it stopped, is in
+    the topic."""
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="st-pg-restart-"))
+    os.chmod(folder, 0o755)
+    prefix = f"restart_{uuid.uuid4().hex[:6]}"
+    pg = EmbeddedPostgres(data_dir=folder / "db", keep=True).start()
+    port = pg.port
+    try:
+        pg.execute("CREATE TABLE players(id int PRIMARY KEY, status text)")
+        pg.execute("INSERT INTO players SELECT i, 'new' FROM generate_series(1, 3) AS i")
+        config = debezium_postgres_config(
+            pg,
+            topic_prefix=prefix,
+            tables=["public.players"],
+            extra={"retriable.restart.connector.wait.ms": 1000},
+        )
+        kafka_connect.create_connector(prefix, config)
+        kafka_connect.wait_for_connector(prefix)
+        reader = TopicReader(kafka_broker, f"{prefix}.public.players")
+        try:
+            reader.read_until(lambda rs: len(_ops(rs, "r")) == 3)
+            # changes committed just before the server stops: the slot keeps them
+            pg.execute("UPDATE players SET status = 'active' WHERE id = 1")
+            pg.execute("INSERT INTO players SELECT i, 'burst' FROM generate_series(100, 299) AS i")
+            pg.stop()
+
+            # a connector created while the database is down is refused, naming it
+            with pytest.raises(
+                ConnectError,
+                match=rf"refused PUT /connectors/{prefix}-2/config \(HTTP 400\)"
+                rf"(.|\n)*Connection to 127\.0\.0\.1:{port} refused",
+            ):
+                kafka_connect.put_connector_config(f"{prefix}-2", {**config, "slot.name": "x2"})
+            assert f"{prefix}-2" not in kafka_connect.connectors()
+
+            pg = EmbeddedPostgres(data_dir=folder / "db", keep=True, port=port).start()
+            pg.execute("UPDATE players SET status = 'banned' WHERE id = 2")
+            pg.execute("DELETE FROM players WHERE id = 3")
+
+            def complete(records):
+                final: dict[int, str | None] = {}
+                for key, value in records:
+                    if value is not None:
+                        row = value["after"]
+                        final[key["id"]] = None if row is None else row["status"]
+                return (
+                    final.get(1) == "active"
+                    and final.get(2) == "banned"
+                    and 3 in final
+                    and final[3] is None
+                    and all(final.get(i) == "burst" for i in range(100, 300))
+                )
+
+            reader.read_until(complete, timeout=120)
+        finally:
+            reader.close()
+        kafka_connect.wait_for_connector(prefix)
+    finally:
+        for name in (prefix, f"{prefix}-2"):
+            if name in kafka_connect.connectors():
+                kafka_connect.delete_connector(name)
+        pg.stop()
+        shutil.rmtree(folder, ignore_errors=True)
