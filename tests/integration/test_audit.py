@@ -174,3 +174,44 @@ def test_records_lost_by_an_acks_0_producer_are_named(kafka_broker, spark, topic
         (0, JAN1 + WINDOW_MS, 3, 3)
     ], report.table()
     assert _consumed(report, source, app_id) == 20
+
+
+def test_after_an_unwritable_sink_path_is_cleared_the_audit_shows_no_difference(
+    kafka_broker, spark, topic_name, app_config, tmp_path
+):
+    """Fault, then fix: the file sink's folder cannot be created (a file is in the way), the
+    application refuses to start naming it; once the file is removed the same application
+    (same id) runs and every produced record is consumed and in the files, window by window.
+    """
+    from streamtable.errors import StreamsError
+
+    bs = kafka_broker.bootstrap_servers
+    source, audit = topic_name("in"), topic_name("audit")
+    ensure_topics(bs, {source: 3})
+    create_audit_topic(bs, audit)
+    produce_records(bs, source, _records(), audit_topic=audit, reporter="gen")
+    blocker = tmp_path / "archive"
+    blocker.write_text("a file where the archive folder should be")
+    out = blocker / "events"
+    b = StreamsBuilder()
+    b.stream(source, key_serde=S, value_serde=S).to_files(out)
+    topology = b.build()
+    config = app_config(**{"streamtable.audit.topic": audit})
+    app_id = config["application.id"]
+
+    with KafkaStreams(topology, config) as app:
+        with pytest.raises(StreamsError, match=r"cannot create its output directory .*archive"):
+            app.start()
+    blocker.unlink()  # the fault is cleared
+
+    with KafkaStreams(topology, config) as app:
+        app.start()
+        app.await_caught_up(timeout=timedelta(minutes=3))
+        deadline = time.monotonic() + 90
+        while True:
+            report = audit_report(bs, audit, files={str(out): source})
+            if _consumed(report, source, app_id) >= N or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+    assert report.ok, report.table()
+    assert report.totals()[source] == {"produced": N, f"consumed:{app_id}": N, "sunk": N}
