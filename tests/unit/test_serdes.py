@@ -302,6 +302,43 @@ def test_bytes_accepts_buffers_and_deserialize_accepts_bytearray():
     assert Serdes.long().deserialize(bytearray(8)) == 0
 
 
+JSON_BATCH = [
+    b'{"a":1,"b":[1,2.5,"x"]}',
+    b' {"a":1} ',  # surrounding whitespace: valid JSON
+    b'{"a":1}\n',
+    b"7",
+    b'"text"',
+    b"null",  # JSON null (not a tombstone): deserializes to None
+    None,  # a tombstone
+    bytearray(b'{"k":"v"}'),
+    memoryview(b"[true,false]"),
+    b'{"a":NaN}',  # not JSON
+    b"Infinity",
+    b'{"a":1}{"b":2}',  # extra data
+    b'{"a":1',  # truncated
+    b"",
+    b"\xff\xfe",  # invalid UTF-8
+    '{"é":"ü"}'.encode(),
+]
+
+
+def _outcome(f):
+    try:
+        return ("ok", f())
+    except SerializationError as e:
+        return ("error", str(e))
+
+
+def test_json_deserialize_many_equals_deserialize_item_by_item():
+    serde = Serdes.json()
+    for data in JSON_BATCH:  # each alone: the same value or the very same error
+        alone = _outcome(lambda d=data: [serde.deserialize(d)])
+        assert _outcome(lambda d=data: serde.deserialize_many([d])) == alone, data
+    good = [d for d in JSON_BATCH if _outcome(lambda d=d: serde.deserialize(d))[0] == "ok"]
+    assert len(good) == 10
+    assert serde.deserialize_many(good) == [serde.deserialize(d) for d in good]
+
+
 def test_json_is_compact_like_jackson():
     assert Serdes.json().serialize({"k": [1, 2.5, None, True], "é": "ü"}) == (
         '{"k":[1,2.5,null,true],"é":"ü"}'.encode()

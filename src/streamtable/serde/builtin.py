@@ -366,6 +366,29 @@ class JsonSerde(Serde):
         except ValueError as e:
             raise self._de_error(f"expected UTF-8 JSON, got invalid JSON: {e}") from e
 
+    def deserialize_many(self, datas: Iterable[bytes | None]) -> list[Any]:
+        """Deserialize a batch; the same results and errors as :meth:`deserialize` per item.
+
+        A document without surrounding whitespace goes straight to the decoder's C scanner;
+        anything else (whitespace, invalid UTF-8 or JSON) takes :meth:`deserialize`'s path.
+        """
+        scan = self._decoder.scan_once
+        de = self.deserialize
+        out: list[Any] = []
+        append = out.append
+        for d in datas:
+            if type(d) is bytes:
+                try:
+                    text = d.decode("utf-8")
+                    obj, end = scan(text, 0)
+                    if end == len(text):
+                        append(obj)
+                        continue
+                except (UnicodeDecodeError, StopIteration, ValueError):
+                    pass
+            append(de(d))
+        return out
+
 
 class CustomSerde(Serde):
     """A serde built from two callables (see :meth:`Serdes.custom`).
