@@ -187,3 +187,82 @@ def topic_size(bootstrap_servers: str, topic: str) -> int:
         )
     finally:
         c.close()
+
+
+class BacklogProgress:
+    """Report, every ``every_s`` seconds, how much of a backlog an application has processed.
+
+    The figure is the sum of the offsets the application's consumer group (its
+    ``application.id``) has committed on ``topic``: records every query reading the topic has
+    processed, as ``kafka-consumer-groups.sh`` shows them. Use as a context manager around the
+    wait for the backlog; lines go to ``echo``.
+
+    Parameters
+    ----------
+    bootstrap_servers : str
+        The cluster.
+    group : str
+        The application's ``application.id``.
+    topic : str
+        The backlog's topic.
+    total : int
+        Records in the backlog (the denominator of the percentage).
+    echo : callable
+        ``echo(line)``, e.g. ``click.echo``.
+    every_s : float
+        Seconds between lines.
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        group: str,
+        topic: str,
+        total: int,
+        echo: Any,
+        every_s: float = 15.0,
+    ) -> None:
+        import threading
+
+        self._config = {"bootstrap.servers": bootstrap_servers, "group.id": group}
+        self._topic, self._total, self._echo, self._every = topic, total, echo, every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="backlog-progress", daemon=True)
+
+    def __enter__(self) -> BacklogProgress:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def committed(self, consumer: Any) -> int:
+        """The group's committed offsets on the topic, summed (0 before its first commit)."""
+        meta = consumer.list_topics(self._topic, timeout=10).topics.get(self._topic)
+        if meta is None or meta.error is not None:
+            return 0
+        parts = [TopicPartition(self._topic, p) for p in meta.partitions]
+        return sum(max(tp.offset, 0) for tp in consumer.committed(parts, timeout=10))
+
+    def _run(self) -> None:
+        import time
+
+        consumer = Consumer(self._config)  # never subscribes: reads the group's offsets only
+        try:
+            t0, last = time.monotonic(), 0
+            while not self._stop.wait(self._every):
+                try:
+                    done = self.committed(consumer)
+                except Exception:  # noqa: BLE001 - a progress line is never worth failing for
+                    continue
+                if done == last:
+                    continue
+                last = done
+                rate = done / (time.monotonic() - t0)
+                self._echo(
+                    f"  backlog: {done:,} of {self._total:,} events "
+                    f"({100 * done / max(self._total, 1):.0f} %), {rate:,.0f} events/s"
+                )
+        finally:
+            consumer.close()

@@ -313,7 +313,13 @@ def run(
     import tempfile
     import urllib.request
 
-    from streamtable.demo._harness import demo_config, ensure_topics, kafka_cluster, read_topic
+    from streamtable.demo._harness import (
+        BacklogProgress,
+        demo_config,
+        ensure_topics,
+        kafka_cluster,
+        read_topic,
+    )
     from streamtable.demo.flights_data import produce_records
     from streamtable.demo.game_accounts import ACCOUNTS_TOPIC, accounts_database
     from streamtable.demo.game_data import accounts as account_rows
@@ -377,7 +383,8 @@ def run(
         started = time.monotonic()
         app.start()
         try:
-            app.await_caught_up(timeout=timedelta(hours=1))
+            with BacklogProgress(bootstrap, config["application.id"], EVENTS_TOPIC, backlog, echo):
+                app.await_caught_up(timeout=timedelta(hours=1))
             backlog_s = time.monotonic() - started
             echo(
                 f"processed the backlog in {backlog_s:.1f} s; live phase: {live_events:,} "
