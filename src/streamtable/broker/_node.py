@@ -71,8 +71,14 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
-    """Return whether ``host:port`` can be bound right now."""
+    """Return whether a server can listen on ``host:port`` right now.
+
+    The probe sets ``SO_REUSEADDR`` as the servers started here do (Kafka's and Connect's JVMs,
+    PostgreSQL): connections of a server that just stopped linger in ``TIME_WAIT`` on its port
+    and keep a plain ``bind`` from succeeding, not the server's own.
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError:
