@@ -65,3 +65,21 @@ def end_position(bootstrap_servers: str, topic: str, partitions: int) -> Any:
         return pos
     finally:
         c.close()
+
+
+def wait_until(condition: Any, timeout_s: float, what: Any, interval_s: float = 0.2) -> Any:
+    """Poll ``condition()`` until it returns a truthy value and return that value; fail the
+    test after ``timeout_s`` seconds with ``what`` (a string, or a callable giving one)."""
+    import threading
+    import time
+
+    import pytest
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s:g} s: {what() if callable(what) else what}")
+        threading.Event().wait(interval_s)

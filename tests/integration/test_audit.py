@@ -8,7 +8,6 @@ application's audit queries count what its sources read (``streamtable.audit.top
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -17,7 +16,7 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from _support import ensure_topics, produce_records
+from _support import ensure_topics, produce_records, wait_until
 from streamtable import KafkaStreams, Serdes, StreamsBuilder
 from streamtable.platform import AuditReport, audit_report, create_audit_topic
 from streamtable.platform.audit import WINDOW_MS
@@ -60,19 +59,28 @@ def _audited_run(
 
 
 def _await_report(
-    bootstrap: str, audit: str, done: Callable[[AuditReport], bool], timeout_s: float
+    bootstrap: str,
+    audit: str,
+    done: Callable[[AuditReport], bool],
+    timeout_s: float,
+    files: dict[str, str] | None = None,
 ) -> AuditReport:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        report = audit_report(bootstrap, audit)
-        if done(report):
-            return report
-        if time.monotonic() > deadline:
-            pytest.fail(
-                f"the audit topic {audit!r} did not reflect the run within {timeout_s:g} s: "
-                f"{report.summary()}; totals {report.totals()}"
-            )
-        time.sleep(0.5)
+    reports: list[AuditReport] = []
+
+    def reflected() -> bool:
+        reports.append(audit_report(bootstrap, audit, files=files))
+        return done(reports[-1])
+
+    wait_until(
+        reflected,
+        timeout_s,
+        lambda: (
+            f"the audit topic {audit!r} did not reflect the run: {reports[-1].summary()}; "
+            f"totals {reports[-1].totals()}"
+        ),
+        interval_s=0.5,
+    )
+    return reports[-1]
 
 
 def _consumed(report: AuditReport, topic: str, reporter: str) -> int:
@@ -207,11 +215,12 @@ def test_after_an_unwritable_sink_path_is_cleared_the_audit_shows_no_difference(
     with KafkaStreams(topology, config) as app:
         app.start()
         app.await_caught_up(timeout=timedelta(minutes=3))
-        deadline = time.monotonic() + 90
-        while True:
-            report = audit_report(bs, audit, files={str(out): source})
-            if _consumed(report, source, app_id) >= N or time.monotonic() > deadline:
-                break
-            time.sleep(0.5)
+        report = _await_report(
+            bs,
+            audit,
+            lambda r: _consumed(r, source, app_id) >= N,
+            90,
+            files={str(out): source},
+        )
     assert report.ok, report.table()
     assert report.totals()[source] == {"produced": N, f"consumed:{app_id}": N, "sunk": N}

@@ -64,18 +64,18 @@ def _cdc_topic_has(bootstrap: str, topic: str, count: int, timeout_s: float = 60
     try:
         from confluent_kafka import TopicPartition
 
-        deadline = time.monotonic() + timeout_s
-        while True:
+        from _support import wait_until  # not at module level (Spark's workers)
+
+        def records() -> int:
             metadata = c.list_topics(topic, timeout=5).topics.get(topic)
-            if metadata is not None and not metadata.error:
-                ends = sum(
-                    c.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
-                    for p in metadata.partitions
-                )
-                if ends >= count:
-                    return
-            assert time.monotonic() < deadline, f"{topic} has not {count} records yet"
-            time.sleep(0.2)  # a poll interval: the condition is the topic's end offsets
+            if metadata is None or metadata.error:
+                return 0
+            return sum(
+                c.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
+                for p in metadata.partitions
+            )
+
+        wait_until(lambda: records() >= count, timeout_s, f"{topic} to hold {count} records")
     finally:
         c.close()
 
@@ -155,7 +155,7 @@ def test_an_update_or_delete_in_the_database_changes_the_next_decision(
 def test_a_failed_connector_fails_the_application_naming_it(
     postgres, kafka_connect, kafka_broker, spark, topic_name, app_config
 ):
-    from _support import ensure_topics
+    from _support import ensure_topics, wait_until
 
     database = f"cdc_{uuid.uuid4().hex[:8]}"
     postgres.create_database(database)
@@ -200,12 +200,13 @@ def test_a_failed_connector_fails_the_application_naming_it(
         ensure_topics(kafka_broker.bootstrap_servers, {topic_name("decisions"): 1})
         app = KafkaStreams(b.build(), config)
         app.start()
-        deadline = time.monotonic() + 120
-        while app.state.value != "ERROR":
-            assert time.monotonic() < deadline, (
+        wait_until(
+            lambda: app.state.value == "ERROR",
+            120,
+            lambda: (
                 f"the failed connector was not noticed: {kafka_connect.connector_status(second)}"
-            )
-            time.sleep(0.2)  # a poll interval: the condition is the client state
+            ),
+        )
         with pytest.raises(Exception, match=rf"connector '{second}' task 0 is FAILED: .*restart"):
             app.await_caught_up()
     finally:
