@@ -418,6 +418,13 @@ def _app_options(fn: Any) -> Any:
                 metavar="KEY=VALUE",
                 help="Any config key (Kafka Streams' names, spark.*, streamtable.*); repeatable.",
             ),
+            click.option(
+                "--log-level",
+                type=click.Choice(["error", "warn", "info", "debug"], case_sensitive=False),
+                default=None,
+                help="Show Spark's log on the console at this level [default: Spark's log "
+                "goes to state.dir/logs/spark.log at WARN].",
+            ),
         ]
     ):
         fn = option(fn)
@@ -438,6 +445,7 @@ def serve_cmd(
     application_server: str | None,
     query_token: str | None,
     configs: tuple[str, ...],
+    log_level: str | None,
 ) -> None:
     """Run LOCATOR and serve its queryable stores over HTTP: ``run`` with application.server
     (default 127.0.0.1:8080); OpenAPI page at /docs. Binding an address other than loopback
@@ -456,7 +464,9 @@ def serve_cmd(
         application_server,
         query_token,
         configs,
+        log_level,
         False,
+        30.0,
     )
 
 
@@ -466,7 +476,15 @@ def serve_cmd(
     "--until-caught-up",
     is_flag=True,
     default=False,
-    help="Stop once the input present at start is processed (else run until Ctrl-C).",
+    help="Stop once the input present at start is processed (else run until Ctrl-C/SIGTERM).",
+)
+@click.option(
+    "--shutdown-timeout",
+    type=click.FloatRange(min=0),
+    default=30.0,
+    metavar="SECONDS",
+    help="On Ctrl-C or SIGTERM: how long the running micro-batch may take to commit before "
+    "the queries are stopped anyway (KafkaStreams.close(timeout)).",
 )
 def run_cmd(
     locator: str,
@@ -476,13 +494,19 @@ def run_cmd(
     application_server: str | None,
     query_token: str | None,
     configs: tuple[str, ...],
+    log_level: str | None,
     until_caught_up: bool,
+    shutdown_timeout: float,
 ) -> None:
-    """Run the topology (or KafkaStreams app) LOCATOR, e.g. myapp:topology."""
-    import threading
+    """Run the topology (or KafkaStreams app) LOCATOR, e.g. myapp:topology.
 
+    Ctrl-C or SIGTERM stops it cleanly: the running micro-batch commits, then the queries stop
+    and the command exits 0.
+    """
     from streamtable import KafkaStreams
+    from streamtable._app_runner import run_in_foreground
     from streamtable._locator import load_object, load_topology
+    from streamtable.runtime.spark_log import current_spark_log
 
     try:
         obj = load_object(locator)
@@ -499,28 +523,35 @@ def run_cmd(
             ):
                 if value is not None:
                     config[key] = value
+            config.update(_log_level_config(log_level))
             app = KafkaStreams(load_topology(locator), config)
         app.start()
         click.echo(
-            f"running {locator} as application {app.config.application_id!r}; Ctrl-C stops it"
+            f"running {locator} as application {app.config.application_id!r}; "
+            "Ctrl-C or SIGTERM stops it"
         )
+        if current_spark_log() is not None:
+            click.echo(f"Spark's log: {current_spark_log()}")
         if app.config.application_server is not None:
             click.echo(f"interactive queries: http://{app.config.application_server}/stores")
-        try:
-            if until_caught_up:
-                app.await_caught_up(timeout=datetime.timedelta(hours=24))
-            else:
-                finished = threading.Event()
-                while app.state.value == "RUNNING" and not finished.wait(0.5):
-                    pass
-                if app.state.value == "ERROR":
-                    app.await_caught_up(timeout=datetime.timedelta(seconds=1))  # raises the cause
-        except KeyboardInterrupt:
-            pass
-        finally:
-            app.close()
+        run_in_foreground(
+            app,
+            until_caught_up=until_caught_up,
+            shutdown_timeout=datetime.timedelta(seconds=shutdown_timeout),
+            echo=click.echo,
+        )
     except StreamtableError as exc:
+        log_file = current_spark_log()
+        if log_file is not None:
+            raise click.ClickException(f"{exc}\n(Spark's log: {log_file})") from exc
         _fail(exc)
+
+
+def _log_level_config(log_level: str | None) -> dict[str, str]:
+    """``--log-level``: Spark's log level, shown on the console instead of the log file."""
+    if log_level is None:
+        return {}
+    return {"spark.log.level": log_level.upper(), "streamtable.spark.log": "stderr"}
 
 
 @cli.command("reset")

@@ -373,6 +373,7 @@ _KEYS: dict[str, tuple[str, _Parser, Any]] = {
         "skip",
     ),
     "streamtable.audit.topic": ("audit_topic", _topic, None),
+    "streamtable.spark.log": ("spark_log", _str, None),  # None -> <state.dir>/logs/spark.log
     "streamtable.connect.url": ("connect_url", _http_url, None),
     "streamtable.connect.connectors": ("connect_connectors", _names, ()),
 }
@@ -549,6 +550,13 @@ class StreamsConfig:
       CDC-fed table). The application polls their status every 2 s and fails, state
       ``ERROR``, with a message naming a connector or task that is ``FAILED``
       (:mod:`streamtable.platform.connector_watch`). Connectors without a URL are refused.
+    - ``streamtable.spark.log`` (path, ``"stderr"`` or None; default None =
+      ``<state.dir>/logs/spark.log``): where the output of the Spark JVM this process starts
+      goes — Spark's log lines (``spark.log.level``, default ``WARN``), the JVM's own
+      warnings and the Python workers' output (librdkafka lines of the task producers,
+      PySpark's worker messages). The file is appended to. ``"stderr"`` shows it all on the
+      console, as plain PySpark does (``streamtable run --log-level``). Applies when this
+      process creates the Spark session; a session that already exists keeps its output.
     - ``spark.*``:
       Passed to the Spark session as strings (booleans as ``"true"``/``"false"``).
     - ``consumer.*``, ``producer.*``, ``admin.*``:
@@ -606,6 +614,7 @@ class StreamsConfig:
     audit_topic: str | None = None
     connect_url: str | None = None
     connect_connectors: tuple[str, ...] = ()
+    spark_log: str | None = None
     _spark_conf: tuple[tuple[str, str], ...] = ()
     _consumer_config: tuple[tuple[str, Any], ...] = ()
     _producer_config: tuple[tuple[str, Any], ...] = ()
@@ -705,6 +714,15 @@ class StreamsConfig:
     def admin_config(self) -> dict[str, Any]:
         """``admin.*`` configs with the prefix removed (a fresh dict)."""
         return dict(self._admin_config)
+
+    @property
+    def spark_log_target(self) -> str:
+        """Where the Spark JVM's output goes: ``streamtable.spark.log``, or
+        ``state.dir/logs/spark.log`` when unset (``"stderr"`` means the console).
+        """
+        if self.spark_log is not None:
+            return self.spark_log
+        return os.path.join(self.state_dir, "logs", "spark.log")
 
     @property
     def checkpoint_dir(self) -> str:

@@ -26,7 +26,8 @@ def test_serve_runs_the_app_with_the_query_service_on_loopback_8080_by_default(c
     (args,) = captured
     assert args[0] == "app:topology" and args[1] == "a"
     assert args[4] == cli_module.DEFAULT_QUERY_ADDRESS == "127.0.0.1:8080"
-    assert args[-1] is False  # not --until-caught-up
+    assert args[-2] is False  # not --until-caught-up
+    assert args[-1] == 30.0  # --shutdown-timeout
 
 
 def test_serve_keeps_an_address_given_by_option_or_config(captured):

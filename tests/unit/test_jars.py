@@ -192,7 +192,7 @@ echo PK > "$d/spark-sql-kafka-0-10_2.13-4.2.0.jar"
     )
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     monkeypatch.delenv("JAVA_HOME", raising=False)
-    with caplog.at_level("WARNING", logger="streamtable"):
+    with caplog.at_level("INFO", logger="streamtable"):
         got = jars.resolve_jars("spark-kafka", cache_dir=tmp_path / "cache")
     assert [p.name for p in got] == ["spark-sql-kafka-0-10_2.13-4.2.0.jar"]
     assert "fallback" in caplog.text

@@ -298,7 +298,7 @@ def resolve_jars(
                 jars = _resolve_one(component, dict(props), cache_dir)
             except EnvironmentSetupError:
                 continue
-            _LOG.warning(
+            _LOG.info(
                 "the %r jars at the POM's versions did not resolve; using the fallback %s "
                 "instead (%s)",
                 component,

@@ -288,7 +288,7 @@ class KafkaStreams:
         from streamtable.compiler.plan import compile_topology
         from streamtable.runtime.spark import get_spark
 
-        spark = get_spark(cfg.spark_conf)
+        spark = get_spark(cfg.spark_conf, log_to=cfg.spark_log_target)
         self._spark = spark
         spark.conf.set("spark.sql.shuffle.partitions", str(cfg.shuffle_partitions))
         ctx = CompileContext(spark, cfg, self.topology.graph, topic_partitions=partitions)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import tempfile
 import threading
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,6 +21,7 @@ from pyspark.sql import SparkSession
 
 from streamtable.errors import EnvironmentSetupError
 from streamtable.runtime.jars import check_java, resolve_jars
+from streamtable.runtime.spark_log import jvm_output_to
 
 log = logging.getLogger("streamtable")
 
@@ -66,7 +68,7 @@ def _has_kafka(spark: SparkSession) -> bool:
         return "spark-sql-kafka" in spark.sparkContext.getConf().get("spark.jars", "")
 
 
-def get_spark(conf: Mapping[str, str] | None = None) -> SparkSession:
+def get_spark(conf: Mapping[str, str] | None = None, log_to: str | None = None) -> SparkSession:
     """The process's Spark session, created on first use with the Kafka connector on its classpath.
 
     Parameters
@@ -74,6 +76,11 @@ def get_spark(conf: Mapping[str, str] | None = None) -> SparkSession:
     conf : Mapping[str, str], optional
         ``spark.*`` settings; applied when the session is created (later calls cannot change
         JVM-level settings such as ``spark.master``, as in Spark itself).
+    log_to : str, optional
+        Where the Spark JVM's output goes when this call creates the session (the config key
+        ``streamtable.spark.log``): a file path, appended to; ``"stderr"`` for the console.
+        Default: ``<tempdir>/streamtable/logs/spark.log``. See
+        :mod:`streamtable.runtime.spark_log`.
 
     Raises
     ------
@@ -81,6 +88,7 @@ def get_spark(conf: Mapping[str, str] | None = None) -> SparkSession:
         If Java is missing, the connector jars cannot be resolved, or an existing session lacks
         the Kafka connector.
     """
+    log_target = log_to
     with _lock:
         active = SparkSession.getActiveSession()
         if active is not None:
@@ -116,6 +124,9 @@ def get_spark(conf: Mapping[str, str] | None = None) -> SparkSession:
         for k, v in settings.items():
             builder = builder.config(k, v)
         log.info("starting Spark (%s) with %d connector jars", settings["spark.master"], len(jars))
-        spark = builder.getOrCreate()
+        if log_target is None:
+            log_target = os.path.join(tempfile.gettempdir(), "streamtable", "logs", "spark.log")
+        with jvm_output_to(log_target):
+            spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel(settings.get("spark.log.level", "WARN"))
         return spark

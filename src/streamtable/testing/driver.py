@@ -158,7 +158,7 @@ class TopologyTestDriver:
         from streamtable.runtime.spark import get_spark
 
         cfg = self.config
-        spark = get_spark(cfg.spark_conf)
+        spark = get_spark(cfg.spark_conf, log_to=cfg.spark_log_target)
         with _lock:
             if id(spark) not in _registered:
                 spark.dataSource.register(DriverTopicSource)
