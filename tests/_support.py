@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from streamtable.demo._harness import ensure_topics, read_topic
 from streamtable.demo.flights_data import produce_records
 
 __all__ = [
+    "SPARK_LINE",
     "end_position",
     "ensure_topics",
     "read_topic",
@@ -83,3 +85,11 @@ def wait_until(condition: Any, timeout_s: float, what: Any, interval_s: float = 
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout_s:g} s: {what() if callable(what) else what}")
         threading.Event().wait(interval_s)
+
+
+#: A line of Spark's log (log4j layout of streamtable's log4j2.properties), PySpark's Python
+#: worker chatter, or a librdkafka log line: none belongs on a user's console (issue 19).
+SPARK_LINE = re.compile(
+    r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR) |Python worker|^%\d\|\d+",
+    re.M,
+)

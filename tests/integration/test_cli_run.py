@@ -28,17 +28,11 @@ b = StreamsBuilder()
 topology = b.build()
 """
 
-#: a log4j line (Spark's layout and streamtable's log4j2.properties) or PySpark worker chatter
-SPARK_LINE = re.compile(
-    r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR) |Python worker|^%\d\|\d+",
-    re.M,
-)
-
 
 def test_sigterm_stops_a_run_cleanly_and_the_console_shows_no_spark_log(
     kafka_broker, topic_name, tmp_path
 ):
-    from _support import ensure_topics, produce_values, read_topic, wait_until
+    from _support import SPARK_LINE, ensure_topics, produce_values, read_topic, wait_until
     from streamtable.runtime.starting_offsets import pending_batch_records
 
     bs = kafka_broker.bootstrap_servers

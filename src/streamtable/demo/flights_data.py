@@ -300,6 +300,9 @@ def produce_records(
             # retried batches must not overtake later ones: offset order is the data's order
             # (stream time, and so which records are late, follows it)
             "enable.idempotence": True,
+            # librdkafka's warnings (e.g. "Coordinator load in progress: retrying" on a fresh
+            # broker) are retried by the client; only its errors are worth showing
+            "log_level": 3,
             "linger.ms": 20,
             "batch.size": 1_000_000,
             "batch.num.messages": 100_000,

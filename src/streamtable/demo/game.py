@@ -254,7 +254,12 @@ def _produce_live(
     from streamtable.platform.audit import PRODUCED, AuditCounts, publish_audit
 
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 5, "partitioner": "murmur2_random"}
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 5,
+            "partitioner": "murmur2_random",
+            "log_level": 3,  # retried warnings are not for the console
+        }
     )
     counts = AuditCounts()
 

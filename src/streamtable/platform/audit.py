@@ -269,6 +269,7 @@ def _producer(bootstrap_servers: str, config: Mapping[str, Any] | None, timeout_
         "bootstrap.servers": bootstrap_servers,
         "acks": "all",
         "enable.idempotence": True,
+        "log_level": 3,  # librdkafka's retried warnings are not for the console
         "linger.ms": 5,
         "message.timeout.ms": int(timeout_s * 1000),
     }
