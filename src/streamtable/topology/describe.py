@@ -487,9 +487,7 @@ def _describe_subtopology(id_: int, members: list[_Processor]) -> SubtopologyDes
                 f"      <-- {listed(preds[name])}"
             )
             node = NodeDescription(name, "Processor", stores=tuple(stores))
-        nodes.append(
-            replace(node, predecessors=tuple(preds[name]), successors=tuple(succs[name]))
-        )
+        nodes.append(replace(node, predecessors=tuple(preds[name]), successors=tuple(succs[name])))
     text = f"Sub-topology: {id_}\n" + "".join(f"    {line}\n" for line in lines) + "\n"
     return SubtopologyDescription(id_, tuple(ordered), text, nodes=tuple(nodes))
 
