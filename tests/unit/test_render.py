@@ -12,6 +12,7 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from datetime import timedelta
+from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
@@ -493,3 +494,18 @@ def test_cli_rejects_an_unknown_format(app):
     result = describe(app, "--format", "png")
     assert result.exit_code == 2
     assert "'png' is not one of 'text', 'dot', 'svg', 'mermaid'" in result.output
+
+
+# -- the documentation's picture -----------------------------------------------------------------
+
+CLI_DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
+
+
+def test_the_cli_page_shows_the_flights_demo_as_describe_draws_it_today():
+    from streamtable.demo import flights
+
+    blocks = re.findall(r"```mermaid\n(.*?)```", CLI_DOC.read_text(), flags=re.S)
+    assert blocks == [to_mermaid(flights.build_topology().describe()) + "\n"], (
+        "docs/cli.md: paste the output of "
+        "`streamtable describe streamtable.demo.flights:build_topology --format mermaid`"
+    )
