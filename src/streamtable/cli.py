@@ -405,7 +405,10 @@ def describe_cmd(locator: str, fmt: str, output: Path | None) -> None:
     if output is None:
         click.echo(out, nl=False)
     else:
-        output.write_text(out, encoding="utf-8")
+        try:
+            output.write_text(out, encoding="utf-8")
+        except OSError as exc:
+            raise click.ClickException(f"Cannot write {output}: {exc.strerror}") from exc
 
 
 def _app_options(fn: Any) -> Any:

@@ -474,6 +474,13 @@ def test_cli_format_from_the_environment_and_output_to_a_file(app, tmp_path):
     assert out.read_text() == to_mermaid(repartitioning_count()) + "\n"
 
 
+def test_cli_output_into_a_missing_folder_fails_with_one_line(app, tmp_path):
+    out = tmp_path / "no-such-folder" / "topology.dot"
+    result = describe(app, "--format", "dot", "--output", str(out))
+    assert result.exit_code == 1
+    assert result.output == f"Error: Cannot write {out}: No such file or directory\n"
+
+
 def test_cli_svg_to_a_file(app, tmp_path):
     _need_dot()
     out = tmp_path / "topology.svg"
