@@ -370,14 +370,45 @@ def _config_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
 
 @cli.command("describe")
 @click.argument("locator")
-def describe_cmd(locator: str) -> None:
-    """Print the topology LOCATOR (module:object) in Kafka Streams' describe() format."""
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "dot", "svg", "mermaid"]),
+    default="text",
+    envvar=f"{ENV_PREFIX}_DESCRIBE_FORMAT",
+    show_envvar=True,
+    help="text: Kafka Streams' describe() text; dot: Graphviz DOT source; svg: drawn by "
+    "Graphviz's dot (must be installed); mermaid: a Mermaid flowchart.",
+)
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, writable=True, path_type=Path),
+    default=None,
+    show_envvar=True,
+    help="Write to this file instead of standard output.",
+)
+def describe_cmd(locator: str, fmt: str, output: Path | None) -> None:
+    """Print the topology LOCATOR (module:object): its sub-topologies, topics and stores, as
+    Kafka Streams' describe() text or as a picture (DOT, SVG, Mermaid).
+    """
     from streamtable._locator import load_topology
+    from streamtable.topology.render import FORMATS
 
     try:
-        click.echo(str(load_topology(locator).describe()), nl=False)
+        out = FORMATS[fmt](load_topology(locator).describe())
     except StreamtableError as exc:
         _fail(exc)
+        return
+    if fmt != "text" and not out.endswith("\n"):
+        out += "\n"
+    if output is None:
+        click.echo(out, nl=False)
+    else:
+        try:
+            output.write_text(out, encoding="utf-8")
+        except OSError as exc:
+            raise click.ClickException(f"Cannot write {output}: {exc.strerror}") from exc
 
 
 def _app_options(fn: Any) -> Any:

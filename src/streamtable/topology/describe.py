@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from streamtable.topology.nodes import (
     AggregateNode,
@@ -44,7 +45,36 @@ from streamtable.topology.nodes import (
     TableSourceNode,
 )
 
-__all__ = ["SubtopologyDescription", "TopologyDescription", "describe"]
+__all__ = ["NodeDescription", "SubtopologyDescription", "TopologyDescription", "describe"]
+
+
+@dataclass(frozen=True)
+class NodeDescription:
+    """One node of a sub-topology, as Kafka Streams' ``TopologyDescription.Node`` shows it.
+
+    Every sequence is in the order ``describe()`` prints it.
+
+    Attributes
+    ----------
+    name : str
+        The processor name (``KSTREAM-SOURCE-0000000000`` or the name given with ``name=``).
+    kind : {"Source", "Processor", "Sink"}
+        A source reads ``topics``; a sink writes its one topic (``topics[0]``); a processor
+        reads and writes ``stores``.
+    topics : tuple of str
+        A source's topics, a sink's topic; empty for a processor.
+    stores : tuple of str
+        The state stores a processor is connected to; empty for sources and sinks.
+    predecessors, successors : tuple of str
+        Names of the nodes of the same sub-topology that feed this node and that it feeds.
+    """
+
+    name: str
+    kind: Literal["Source", "Processor", "Sink"]
+    topics: tuple[str, ...] = ()
+    stores: tuple[str, ...] = ()
+    predecessors: tuple[str, ...] = ()
+    successors: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -52,13 +82,15 @@ class SubtopologyDescription:
     """One sub-topology: its id, its nodes (in printed order) and its text.
 
     ``for_global_store`` marks the source and processor that fill a ``GlobalKTable``'s store
-    (Kafka Streams' ``TopologyDescription.GlobalStore``), which generate no tasks.
+    (Kafka Streams' ``TopologyDescription.GlobalStore``), which generate no tasks. ``nodes``
+    holds the same nodes as ``node_names``, with their topics, stores and neighbours.
     """
 
     id: int
     node_names: tuple[str, ...]
     text: str
     for_global_store: bool = False
+    nodes: tuple[NodeDescription, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -391,7 +423,20 @@ def _describe_global_store(id_: int, members: list[_Processor]) -> SubtopologyDe
         f"      --> none\n"
         f"      <-- {source.name}\n"
     )
-    return SubtopologyDescription(id_, (source.name, processor.name), text, for_global_store=True)
+    nodes = (
+        NodeDescription(
+            source.name, "Source", topics=source.topics[:1], successors=(processor.name,)
+        ),
+        NodeDescription(
+            processor.name,
+            "Processor",
+            stores=tuple(processor.stores[:1]),
+            predecessors=(source.name,),
+        ),
+    )
+    return SubtopologyDescription(
+        id_, (source.name, processor.name), text, for_global_store=True, nodes=nodes
+    )
 
 
 def _describe_subtopology(id_: int, members: list[_Processor]) -> SubtopologyDescription:
@@ -422,6 +467,7 @@ def _describe_subtopology(id_: int, members: list[_Processor]) -> SubtopologyDes
 
     ordered = sorted(names, key=lambda n: (-size[n], n))
     lines = []
+    nodes = []
     for name in ordered:
         p = by_name[name]
         if p.kind == "Source":
@@ -429,8 +475,10 @@ def _describe_subtopology(id_: int, members: list[_Processor]) -> SubtopologyDes
             lines.append(
                 f"Source: {name} (topics: [{', '.join(topics)}])\n      --> {listed(succs[name])}"
             )
+            node = NodeDescription(name, "Source", topics=tuple(topics))
         elif p.kind == "Sink":
             lines.append(f"Sink: {name} (topic: {p.topics[0]})\n      <-- {listed(preds[name])}")
+            node = NodeDescription(name, "Sink", topics=p.topics[:1])
         else:
             stores = _java_hash_order(_java_hash_order(p.stores), _copy_capacity(len(p.stores)))
             lines.append(
@@ -438,8 +486,10 @@ def _describe_subtopology(id_: int, members: list[_Processor]) -> SubtopologyDes
                 f"      --> {listed(succs[name])}\n"
                 f"      <-- {listed(preds[name])}"
             )
+            node = NodeDescription(name, "Processor", stores=tuple(stores))
+        nodes.append(replace(node, predecessors=tuple(preds[name]), successors=tuple(succs[name])))
     text = f"Sub-topology: {id_}\n" + "".join(f"    {line}\n" for line in lines) + "\n"
-    return SubtopologyDescription(id_, tuple(ordered), text)
+    return SubtopologyDescription(id_, tuple(ordered), text, nodes=tuple(nodes))
 
 
 # -- Java collections' iteration orders ---------------------------------------------------------
