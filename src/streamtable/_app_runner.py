@@ -10,6 +10,7 @@ still running at the deadline is interrupted; its input is processed again by th
 from __future__ import annotations
 
 import datetime
+import logging
 import signal
 import threading
 import time
@@ -18,6 +19,8 @@ from contextlib import contextmanager
 from typing import Any
 
 __all__ = ["run_in_foreground"]
+
+log = logging.getLogger("streamtable")
 
 
 @contextmanager
@@ -49,6 +52,7 @@ def run_in_foreground(
     until_caught_up: bool,
     shutdown_timeout: datetime.timedelta,
     echo: Callable[[str], None],
+    on_tick: Callable[[], None] | None = None,
 ) -> bool:
     """Run the started ``app`` until it fails, catches up, or a stop signal arrives; close it.
 
@@ -62,6 +66,9 @@ def run_in_foreground(
         The deadline of the clean close after a stop signal (``KafkaStreams.close(timeout)``).
     echo : callable
         Prints one line for the user.
+    on_tick : callable, optional
+        Called about every 0.5 s while the app runs (the progress display); what it raises is
+        logged and ignored.
 
     Returns
     -------
@@ -95,8 +102,12 @@ def run_in_foreground(
     try:
         with _stop_signals(stop, received):
             threading.Thread(target=wait_for_app, name="streamtable-run", daemon=True).start()
-            while not finished.wait(0.2) and not stop.is_set():
-                pass
+            while not finished.wait(0.5) and not stop.is_set():
+                if on_tick is not None:
+                    try:
+                        on_tick()
+                    except Exception:  # progress display only: never stops the app
+                        log.debug("progress display failed", exc_info=True)
             if received:
                 echo(
                     f"{received[0]}: letting the running micro-batch commit, then stopping "

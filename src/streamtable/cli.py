@@ -517,6 +517,15 @@ def serve_cmd(
     help="On Ctrl-C or SIGTERM: how long the running micro-batch may take to commit before "
     "the queries are stopped anyway (KafkaStreams.close(timeout)).",
 )
+@click.option("--quiet", "-q", is_flag=True, default=False, help="Print errors only (no progress).")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    default=False,
+    help="Progress as one JSON object per completed micro-batch on stdout (other messages go "
+    "to stderr).",
+)
 def run_cmd(
     locator: str,
     application_id: str | None,
@@ -528,16 +537,36 @@ def run_cmd(
     log_level: str | None,
     until_caught_up: bool,
     shutdown_timeout: float,
+    quiet: bool = False,
+    as_json: bool = False,
 ) -> None:
     """Run the topology (or KafkaStreams app) LOCATOR, e.g. myapp:topology.
 
-    Ctrl-C or SIGTERM stops it cleanly: the running micro-batch commits, then the queries stop
-    and the command exits 0.
+    While it runs, a progress line per query shows records/s, lag, batch duration and state
+    size. Ctrl-C or SIGTERM stops it cleanly: the running micro-batch commits, then the
+    queries stop and the command exits 0.
     """
+    import sys
+
     from streamtable import KafkaStreams
     from streamtable._app_runner import run_in_foreground
     from streamtable._locator import load_object, load_topology
+    from streamtable._run_progress import ProgressReporter
     from streamtable.runtime.spark_log import current_spark_log
+
+    if quiet and as_json:
+        raise click.UsageError("--quiet and --json exclude each other.")
+
+    def say(line: str) -> None:
+        if not quiet:
+            click.echo(line, err=as_json)
+
+    if quiet:
+        progress = ProgressReporter("quiet", click.echo)
+    elif as_json:
+        progress = ProgressReporter("json", click.echo)
+    else:
+        progress = ProgressReporter("live" if sys.stdout.isatty() else "lines", click.echo)
 
     try:
         obj = load_object(locator)
@@ -557,20 +586,27 @@ def run_cmd(
             config.update(_log_level_config(log_level))
             app = KafkaStreams(load_topology(locator), config)
         app.start()
-        click.echo(
+        say(
             f"running {locator} as application {app.config.application_id!r}; "
             "Ctrl-C or SIGTERM stops it"
         )
         if current_spark_log() is not None:
-            click.echo(f"Spark's log: {current_spark_log()}")
+            say(f"Spark's log: {current_spark_log()}")
         if app.config.application_server is not None:
-            click.echo(f"interactive queries: http://{app.config.application_server}/stores")
-        run_in_foreground(
-            app,
-            until_caught_up=until_caught_up,
-            shutdown_timeout=datetime.timedelta(seconds=shutdown_timeout),
-            echo=click.echo,
-        )
+            say(f"interactive queries: http://{app.config.application_server}/stores")
+        try:
+            run_in_foreground(
+                app,
+                until_caught_up=until_caught_up,
+                shutdown_timeout=datetime.timedelta(seconds=shutdown_timeout),
+                echo=say,
+                on_tick=lambda: progress.update(app.queries),
+            )
+        finally:
+            try:  # the batches that completed while the app stopped
+                progress.update(app.queries)
+            finally:
+                progress.close()
     except StreamtableError as exc:
         log_file = current_spark_log()
         if log_file is not None:

@@ -29,6 +29,13 @@ topology = b.build()
 """
 
 
+#: a progress line of ``streamtable run`` when stdout is not a terminal (its state is not empty)
+PROGRESS_LINE = re.compile(
+    r"^\S+: batch \d+, [\d,]+ records/s, lag [\d,]+, batch [\d,]+ ms, state [1-9][\d,]* rows \(",
+    re.M,
+)
+
+
 def test_sigterm_stops_a_run_cleanly_and_the_console_shows_no_spark_log(
     kafka_broker, topic_name, tmp_path
 ):
@@ -64,14 +71,23 @@ def test_sigterm_stops_a_run_cleanly_and_the_console_shows_no_spark_log(
             stderr=stderr,
         )
         try:
+            # a progress line: the first micro-batch completed (stdout is not a terminal)
             wait_until(
-                lambda: read_topic(bs, sink) or proc.poll() is not None,
+                lambda: PROGRESS_LINE.search(out.read_text()) or proc.poll() is not None,
                 180,
-                "the first output of the run",
+                "the first progress line of the run",
             )
             assert proc.poll() is None, err.read_text()
-            # more input, so that a micro-batch is likely running when the signal arrives
+            before = len(read_topic(bs, sink))
+            assert before > 0
+            # more input; its first results reach the sink while its micro-batch runs (the
+            # batch commits after its tasks), so the signal most likely arrives mid-batch
             produce_values(bs, source, [(f"k{i % 7}", "yy") for i in range(300)])
+            wait_until(
+                lambda: len(read_topic(bs, sink)) > before or proc.poll() is not None,
+                120,
+                "results of the second input",
+            )
             proc.send_signal(signal.SIGTERM)
             code = proc.wait(timeout=90)
         finally:

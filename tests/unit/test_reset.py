@@ -416,6 +416,32 @@ def test_group_offset_failures_are_logged_never_raised(caplog):
     assert c.committed == {}
 
 
+def test_a_retriable_commit_error_is_tried_again(monkeypatch):
+    from confluent_kafka import KafkaError, KafkaException
+
+    from streamtable.runtime import group_offsets
+
+    monkeypatch.setattr(group_offsets, "_COMMIT_BACKOFF_S", 0.0)
+    commits = []
+
+    class LoadingCoordinator(FakeConsumer):
+        failures = 2
+
+        def commit(self, offsets, asynchronous):
+            if self.failures:
+                self.failures -= 1
+                raise KafkaException(KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS))
+            super().commit(offsets, asynchronous)
+
+    c = GroupOffsetCommitter(
+        "app", "k:9092", consumer_factory=lambda conf: LoadingCoordinator(conf, commits)
+    )
+    c.update([query(progress({"in": {"0": 3}}))])
+    assert c.close(5)
+    assert commits == [{("in", 0): 3}]
+    assert c.committed == {("in", 0): 3}
+
+
 def test_group_offsets_do_not_block_the_caller():
     gate = threading.Event()
 

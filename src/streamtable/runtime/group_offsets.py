@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -22,6 +23,10 @@ from streamtable.runtime.progress import end_offsets
 __all__ = ["GroupOffsetCommitter", "processed_offsets"]
 
 log = logging.getLogger("streamtable")
+
+#: A commit failing with a retriable error is tried again this often, backing off 0.3, 0.6, ...
+_COMMIT_ATTEMPTS = 5
+_COMMIT_BACKOFF_S = 0.3
 
 Offsets = dict[tuple[str, int], int]
 
@@ -188,7 +193,7 @@ class GroupOffsetCommitter:
                 pass
 
     def _commit(self, batch: Offsets) -> None:
-        from confluent_kafka import TopicPartition
+        from confluent_kafka import KafkaException, TopicPartition
 
         if self._consumer is None:
             factory = self._factory
@@ -197,10 +202,16 @@ class GroupOffsetCommitter:
 
                 factory = Consumer
             self._consumer = factory(dict(self._conf))
-        self._consumer.commit(
-            offsets=[TopicPartition(t, p, off) for (t, p), off in sorted(batch.items())],
-            asynchronous=False,
-        )
+        offsets = [TopicPartition(t, p, off) for (t, p), off in sorted(batch.items())]
+        for attempt in range(_COMMIT_ATTEMPTS):
+            try:
+                self._consumer.commit(offsets=offsets, asynchronous=False)
+                return
+            except KafkaException as e:
+                if not _retriable(e) or attempt == _COMMIT_ATTEMPTS - 1:
+                    raise
+                # e.g. COORDINATOR_LOAD_IN_PROGRESS on a broker that just (re)started
+                time.sleep(_COMMIT_BACKOFF_S * (attempt + 1))
 
     def _warn(self, message: str) -> None:
         if message != self._last_warning:  # once per distinct failure, not every 0.2 s
@@ -208,3 +219,21 @@ class GroupOffsetCommitter:
             log.warning(
                 "[%s] %s (lag shown by Kafka's tools may be stale)", self._conf["group.id"], message
             )
+
+
+def _retriable(exc: Exception) -> bool:
+    """A commit error worth trying again: librdkafka says so, or the group coordinator is
+    loading or moving (librdkafka does not always flag these on a synchronous commit).
+    """
+    from confluent_kafka import KafkaError
+
+    error = exc.args[0] if exc.args else None
+    if not isinstance(error, KafkaError):
+        return False
+    return error.retriable() or error.code() in (
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError._TIMED_OUT,
+    )
