@@ -621,6 +621,77 @@ def _log_level_config(log_level: str | None) -> dict[str, str]:
     return {"spark.log.level": log_level.upper(), "streamtable.spark.log": "stderr"}
 
 
+@cli.command("upgrade")
+@click.argument("locator")
+@click.option("--application-id", required=True, show_envvar=True, help="application.id.")
+@click.option(
+    "--state-dir", show_envvar=True, help="state.dir of the running version [default: tempdir]."
+)
+@click.option(
+    "--bootstrap-servers",
+    show_envvar=True,
+    help="Only put into the reset command suggested for an incompatible version.",
+)
+@click.option(
+    "--config",
+    "-c",
+    "configs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Other config keys of the application (e.g. auto.offset.reset); repeatable.",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    default=False,
+    help="Check only (required: a compatible version is deployed by running it).",
+)
+def upgrade_cmd(
+    locator: str,
+    application_id: str,
+    state_dir: str | None,
+    bootstrap_servers: str | None,
+    configs: tuple[str, ...],
+    dry_run: bool,
+) -> None:
+    """Say whether the new version LOCATOR can restart from the application's checkpoints.
+
+    Exit code 0: compatible (each query resumes, or is new and reads from auto.offset.reset);
+    1: incompatible (what changed, and the reset command that starts over). Reads only
+    state.dir/application.id: no broker, no Spark.
+    """
+    from streamtable._locator import load_topology
+    from streamtable.config import StreamsConfig
+    from streamtable.runtime.upgrade import check_upgrade
+
+    if not dry_run:
+        raise click.UsageError(
+            "streamtable upgrade only checks (--dry-run): deploy a compatible version by "
+            "stopping the old one and running the new one (streamtable run)."
+        )
+    try:
+        config: dict[str, object] = dict(_config_pairs(configs))
+        # no broker is contacted; the config only needs a syntactically valid one
+        config.update(
+            {
+                "application.id": application_id,
+                "bootstrap.servers": bootstrap_servers or "localhost:9092",
+            }
+        )
+        if state_dir is not None:
+            config["state.dir"] = state_dir
+        report = check_upgrade(
+            load_topology(locator),
+            StreamsConfig.from_mapping(config),
+            bootstrap_servers=bootstrap_servers,
+        )
+    except StreamtableError as exc:
+        _fail(exc)
+    click.echo(report.text())
+    if not report.compatible:
+        raise SystemExit(1)
+
+
 @cli.command("reset")
 @click.option("--application-id", required=True, show_envvar=True, help="application.id to reset.")
 @click.option(

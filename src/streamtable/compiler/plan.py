@@ -363,12 +363,12 @@ def compile_topology(topology: Topology, ctx: CompileContext) -> list[QueryPlan]
         ctx.topic_partitions = {**ctx.topic_partitions, **ctx.internal_topics}
     _check_file_sink_paths(graph.nodes)
     plans = []
-    for node in graph.nodes:
+    for node in terminal_nodes(graph.nodes):
         if isinstance(node, SinkNode):
             plans.append(Lowerer(ctx, node.name).sink(node))
         elif isinstance(node, FileSinkNode):
             plans.append(Lowerer(ctx, node.name).file_sink(node))
-        elif isinstance(node, RecordOpNode) and node.terminal:
+        else:
             plans.append(Lowerer(ctx, node.name).foreach(node))
     plans += _store_only_plans(ctx, graph.nodes)
     if not plans:
@@ -377,6 +377,19 @@ def compile_topology(topology: Topology, ctx: CompileContext) -> list[QueryPlan]
             "KStream.foreach; there would be nothing to run."
         )
     return plans
+
+
+def terminal_nodes(nodes: tuple[Node, ...]) -> list[Node]:
+    """The nodes that get a query of their own, named after them, in graph order.
+
+    Each sink (Kafka, files, internal repartition topics) and each ``foreach``. Store-only
+    queries of queryable stores come on top (:func:`_store_only_plans`).
+    """
+    return [
+        n
+        for n in nodes
+        if isinstance(n, SinkNode | FileSinkNode) or (isinstance(n, RecordOpNode) and n.terminal)
+    ]
 
 
 def _check_file_sink_paths(nodes: tuple[Node, ...]) -> None:

@@ -53,17 +53,14 @@ def check_fingerprint(
     path = checkpoint_dir / FINGERPRINT_FILE
     if path.exists():
         stored = json.loads(path.read_text())
-        if stored.get("digest") == current["digest"]:
+        changes = fingerprint_changes(stored, current)
+        if not changes:
+            _write(path, current, topology)  # the queries' outputs may have changed
             return
-        changes = []
-        if stored.get("sources") != current["sources"]:
-            changes.append(f"source topics {stored.get('sources')} -> {current['sources']}")
-        if stored.get("stateful") != current["stateful"]:
-            changes.append(f"stateful operators {stored.get('stateful')} -> {current['stateful']}")
         command = reset_command(topology, application_id, bootstrap_servers, state_dir)
         raise TopologyError(
             f"The topology of application {application_id!r} is not compatible with its "
-            f"checkpoint in {checkpoint_dir}: {'; '.join(changes) or 'fingerprint differs'}. "
+            f"checkpoint in {checkpoint_dir}: {'; '.join(changes)}. "
             f"To start over, stop every instance and run `{command}` "
             "(or KafkaStreams.cleanup() before start()), or use a new application.id. "
             "(Kafka Streams, too, needs an application reset and KafkaStreams.cleanUp() "
@@ -71,7 +68,56 @@ def check_fingerprint(
             "does not detect one.)"
         )
     checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(current, indent=2, sort_keys=True))
+    _write(path, current, topology)
+
+
+def read_fingerprint(checkpoint_dir: Path) -> dict[str, object] | None:
+    """The fingerprint stored in ``checkpoint_dir`` (None before the first start)."""
+    path = checkpoint_dir / FINGERPRINT_FILE
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def fingerprint_changes(stored: dict[str, object], current: dict[str, object]) -> list[str]:
+    """What differs between a stored fingerprint and ``current`` (empty: compatible).
+
+    Only the digest decides; the list names the parts that changed for the error message.
+    """
+    if stored.get("digest") == current["digest"]:
+        return []
+    changes = []
+    if stored.get("sources") != current["sources"]:
+        changes.append(f"source topics {stored.get('sources')} -> {current['sources']}")
+    if stored.get("stateful") != current["stateful"]:
+        changes.append(f"stateful operators {stored.get('stateful')} -> {current['stateful']}")
+    if stored.get("state_layout") != current.get("state_layout"):
+        changes.append(
+            f"state layout {stored.get('state_layout')} -> {current.get('state_layout')}"
+        )
+    return changes or ["fingerprint differs"]
+
+
+def query_outputs(topology: Topology) -> dict[str, str]:
+    """``{query name: what it writes}`` for the queries named after the topology's terminal
+    nodes: ``"topic <name>"``, ``"files <path>"`` or ``"foreach"``.
+    """
+    from streamtable.compiler.plan import terminal_nodes
+    from streamtable.topology.nodes import FileSinkNode, SinkNode
+
+    out = {}
+    for node in terminal_nodes(topology.graph.nodes):
+        if isinstance(node, SinkNode):
+            out[node.name] = f"topic {node.topic}"
+        elif isinstance(node, FileSinkNode):
+            out[node.name] = f"files {node.path}"
+        else:
+            out[node.name] = "foreach"
+    return out
+
+
+def _write(path: Path, fingerprint: dict[str, object], topology: Topology) -> None:
+    # "queries" is informative (``streamtable upgrade --dry-run``), not part of the digest
+    body = {**fingerprint, "queries": query_outputs(topology)}
+    path.write_text(json.dumps(body, indent=2, sort_keys=True))
 
 
 def reset_command(

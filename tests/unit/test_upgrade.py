@@ -1,0 +1,170 @@
+"""``streamtable upgrade --dry-run``: which versions restart from the checkpoints (no JVM: the
+checkpoints are the files a run leaves, written here by hand)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from streamtable import Serdes, StreamsBuilder, TimeWindows
+from streamtable.cli import cli
+from streamtable.config import StreamsConfig
+from streamtable.runtime.checkpoint import check_fingerprint
+from streamtable.runtime.upgrade import QueryUpgrade, check_upgrade
+
+pytestmark = pytest.mark.unit
+
+S = Serdes.string()
+
+
+def version(*, extra_sink: bool = False, step_before_sink: bool = False, windowed: bool = False):
+    b = StreamsBuilder()
+    events = b.stream("events", key_serde=S, value_serde=S)
+    grouped = events.group_by_key()
+    if windowed:
+        counts = grouped.windowed_by(TimeWindows.of_size_with_no_grace(60_000)).count(name="n")
+        counts.to_stream().map(lambda k, v: (k.key, v)).to("counts", value_serde=Serdes.long())
+    else:
+        counts = grouped.count(name="n").to_stream()
+        if step_before_sink:
+            counts = counts.map_values(lambda v: v * 10)
+        counts.to("counts", value_serde=Serdes.long())
+    events.filter(lambda k, v: v != "").to("audit-copy", name="copy-sink")
+    if extra_sink:
+        events.map_values(str.upper).to("shouted", name="shout-sink")
+    return b.build()
+
+
+def config(tmp_path: Path, **extra) -> StreamsConfig:
+    return StreamsConfig.from_mapping(
+        {
+            "application.id": "app",
+            "bootstrap.servers": "k:9092",
+            "state.dir": str(tmp_path),
+            **extra,
+        }
+    )
+
+
+def ran(tmp_path: Path, topology, committed: dict[str, int]) -> None:
+    """Leave what a run of ``topology`` leaves: the fingerprint and each query's batch files."""
+    cfg = config(tmp_path)
+    check_fingerprint(Path(cfg.checkpoint_dir), topology, "app")
+    for name, last in committed.items():
+        for part in ("offsets", "commits"):
+            folder = Path(cfg.checkpoint_dir) / name / part
+            folder.mkdir(parents=True)
+            for batch in range(last + 1):
+                (folder / str(batch)).write_text("v1\n{}")
+
+
+def query_names(topology) -> list[str]:
+    from streamtable.runtime.checkpoint import query_outputs
+
+    return list(query_outputs(topology))
+
+
+def test_the_same_version_resumes_every_query_after_its_last_committed_batch(tmp_path):
+    v1 = version()
+    counts_sink, copy_sink = query_names(v1)
+    ran(tmp_path, v1, {counts_sink: 4, copy_sink: 2})
+    report = check_upgrade(version(), config(tmp_path))
+    assert report.compatible and not report.first_run
+    assert report.queries == (
+        QueryUpgrade(counts_sink, "resumes", "from its checkpoint, after batch 4"),
+        QueryUpgrade("copy-sink", "resumes", "from its checkpoint, after batch 2"),
+    )
+
+
+def test_a_new_sink_is_a_new_query_reading_from_auto_offset_reset(tmp_path):
+    v1 = version()
+    ran(tmp_path, v1, dict.fromkeys(query_names(v1), 1))
+    report = check_upgrade(
+        version(extra_sink=True), config(tmp_path, **{"auto.offset.reset": "latest"})
+    )
+    assert report.compatible
+    new = [q for q in report.queries if q.action == "new"]
+    assert new == [
+        QueryUpgrade(
+            "shout-sink",
+            "new",
+            "no checkpoint: reads its input from auto.offset.reset='latest' and writes "
+            "topic shouted from there",
+        )
+    ]
+    assert [q.action for q in report.queries].count("resumes") == 2
+
+
+def test_a_step_before_a_generated_sink_name_makes_it_new_and_says_to_name_the_sink(tmp_path):
+    v1 = version()
+    old_counts_sink = query_names(v1)[0]
+    ran(tmp_path, v1, dict.fromkeys(query_names(v1), 3))
+    v2 = version(step_before_sink=True)
+    report = check_upgrade(v2, config(tmp_path))
+    assert report.compatible  # same stateful operators: Spark's state is reused
+    by_action = {q.action: q for q in report.queries if q.name != "copy-sink"}
+    assert by_action["new"].name == query_names(v2)[0] != old_counts_sink
+    assert (
+        f"it writes what query {old_counts_sink!r} wrote, whose generated name changed: "
+        "name the sink (to(topic, name=...)) to keep one checkpoint across versions"
+    ) in by_action["new"].detail
+    assert by_action["unused"] == QueryUpgrade(
+        old_counts_sink,
+        "unused",
+        "no query of this version has it (it wrote topic counts); it stays on disk until the "
+        "next reset",
+    )
+    text = report.text()
+    assert text.splitlines()[0].endswith("compatible; a restart resumes from the checkpoints.")
+
+
+def test_a_changed_stateful_operator_is_incompatible_with_the_reset_command(tmp_path):
+    v1 = version()
+    ran(tmp_path, v1, dict.fromkeys(query_names(v1), 0))
+    report = check_upgrade(version(windowed=True), config(tmp_path), bootstrap_servers="k:9092")
+    assert not report.compatible and report.queries == ()
+    assert len(report.changes) == 1 and report.changes[0].startswith("stateful operators ")
+    assert report.reset == (
+        f"streamtable reset --application-id app --bootstrap-servers k:9092 "
+        f"--input-topics events --state-dir {tmp_path}"
+    )
+    lines = report.text().splitlines()
+    assert lines[0].endswith("INCOMPATIBLE with its checkpoints; a restart is refused.")
+    assert lines[-1] == f"  to start over: stop every instance, then `{report.reset}`"
+
+
+def test_no_checkpoint_is_a_first_run(tmp_path):
+    report = check_upgrade(version(), config(tmp_path))
+    assert report.first_run and report.compatible
+    assert report.text().endswith("no checkpoint yet; this version starts from scratch.")
+
+
+APP = """
+from streamtable import Serdes, StreamsBuilder
+
+b = StreamsBuilder()
+b.stream("events", key_serde=Serdes.string(), value_serde=Serdes.string()){step}.to("out")
+topology = b.build()
+"""
+
+
+def test_the_command_exits_0_when_compatible_and_1_when_not(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "v1.py").write_text(APP.format(step=""))
+    (tmp_path / "v2.py").write_text(APP.format(step=".group_by_key().count().to_stream()"))
+    from streamtable._locator import load_topology
+
+    ran(tmp_path / "state", load_topology("v1:topology"), {})
+    args = ["upgrade", "--application-id", "app", "--state-dir", str(tmp_path / "state")]
+    same = CliRunner().invoke(cli, [*args, "v1:topology", "--dry-run"])
+    assert same.exit_code == 0, same.output
+    assert "compatible; a restart resumes from the checkpoints." in same.output
+    changed = CliRunner().invoke(cli, [*args, "v2:topology", "--dry-run"])
+    assert changed.exit_code == 1
+    assert "INCOMPATIBLE with its checkpoints" in changed.output
+    assert "stateful operators [] -> " in changed.output
+    no_flag = CliRunner().invoke(cli, [*args, "v1:topology"])
+    assert no_flag.exit_code == 2
+    assert "streamtable upgrade only checks (--dry-run)" in no_flag.output
