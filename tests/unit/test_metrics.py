@@ -23,6 +23,7 @@ from streamtable.observability.prometheus import MetricsCollector, MetricsServer
 from streamtable.runtime.metrics import Metric, application_metrics
 from streamtable.runtime.progress import ProgressLedger, parse_timestamp
 
+BASE = {"application.id": "a", "bootstrap.servers": "localhost:9092"}
 QUERY_ID = str(uuid.uuid4())
 T0 = "2026-01-01T00:00:00.000Z"
 T0_MS = parse_timestamp(T0)
@@ -288,6 +289,37 @@ def test_metrics_are_json_serializable(figures):
     assert all(x.is_counter == x.name.endswith("-total") for x in m)
 
 
+# -- aborted exactly-once batches ---------------------------------------------------------------
+
+
+class Frame:
+    """A micro-batch DataFrame whose write job gives ``rows`` or raises ``error``."""
+
+    def __init__(self, rows=(), error=None):
+        self.rows, self.error = list(rows), error
+
+    def mapInArrow(self, fn, ddl):
+        return self
+
+    def collect(self):
+        if self.error is not None:
+            raise self.error
+        return self.rows
+
+
+@pytest.mark.parametrize(("guarantee", "aborted"), [("exactly_once_v2", 1), ("at_least_once", 0)])
+def test_the_sink_counts_failed_exactly_once_batches(guarantee, aborted):
+    from streamtable.runtime.kafka_sink import ForeachBatchSink
+    from streamtable.runtime.task_output import output_spec
+
+    cfg = StreamsConfig.from_mapping({**BASE, "processing.guarantee": guarantee})
+    sink = ForeachBatchSink(output_spec(cfg, "KSTREAM-SINK-0000000003.sink"), query="a-q")
+    sink(Frame([{"written": 2, "rejected": 1}, {"written": 3, "rejected": 0}]), 0)
+    with pytest.raises(RuntimeError, match="task failed"):
+        sink(Frame(error=RuntimeError("task failed")), 1)
+    assert (sink.query, sink.written, sink.rejected, sink.aborted) == ("a-q", 5, 1, aborted)
+
+
 # -- Prometheus ---------------------------------------------------------------------------------
 
 
@@ -381,8 +413,6 @@ def test_server_serves_fresh_metrics_until_stopped():
 
 
 # -- the config key -------------------------------------------------------------------------------
-
-BASE = {"application.id": "a", "bootstrap.servers": "localhost:9092"}
 
 
 @pytest.mark.parametrize(
