@@ -299,6 +299,25 @@ def _application_server(key: str, value: object) -> str:
     return text
 
 
+def _metrics_address(key: str, value: object) -> str:
+    """``host:port`` of the Prometheus endpoint; a bare port (``9400``, ``":9400"``) is
+    loopback (``127.0.0.1``).
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    text = _str(key, value).strip()
+    if text.isdigit() or (text.startswith(":") and text[1:].isdigit()):
+        text = "127.0.0.1:" + text.lstrip(":")
+    try:
+        host, port = split_host_port(text)
+    except ValueError as e:
+        raise ConfigError(
+            f"Config {key!r} expects 'host:port' or a port where the Prometheus metrics "
+            f"endpoint listens (e.g. '127.0.0.1:9400' or 9400): {e}"
+        ) from None
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def _max_offsets(key: str, value: object) -> int | None:
     return None if value is None else _int(key, value, minimum=1)
 
@@ -364,6 +383,7 @@ _KEYS: dict[str, tuple[str, _Parser, Any]] = {
     ),
     "application.server": ("application_server", _application_server, None),
     "streamtable.query.token": ("query_token", _str, None),
+    "streamtable.metrics.address": ("metrics_address", _metrics_address, None),
     "streamtable.trigger": ("trigger", lambda k, v: _choice(k, v, _TRIGGERS), "processing_time"),
     "streamtable.shuffle.partitions": ("shuffle_partitions", lambda k, v: _int(k, v, minimum=1), 4),
     "streamtable.max.offsets.per.trigger": ("max_offsets_per_trigger", _max_offsets, None),
@@ -516,6 +536,13 @@ class StreamsConfig:
       The bearer token of the HTTP query service: with it, every request must carry
       ``Authorization: Bearer <token>`` (else 401). Required to bind ``application.server``
       to an address other than loopback. Not shown by ``repr()``.
+    - ``streamtable.metrics.address`` (``"host:port"``, a port, or None; default None):
+      Where ``KafkaStreams.start()`` serves the application's metrics
+      (``KafkaStreams.metrics()``) in Prometheus' text format, at ``/metrics``, until
+      ``close()`` (``docs/metrics.md``). A bare port (``9400`` or ``":9400"``) means
+      ``127.0.0.1``. Any host is accepted: ``0.0.0.0:9400`` lets every machine that reaches
+      this one read the metrics (topic and query names, record counts), without
+      authentication. A port in use makes ``start()`` fail, naming the address and this key.
     - ``streamtable.trigger`` (``"processing_time"`` default | ``"available_now"`` |
       ``"real_time"``): Spark trigger: periodic micro-batches every ``commit.interval.ms``,
       or process what is available then stop. ``"real_time"`` (Spark's real-time mode) is
@@ -607,6 +634,7 @@ class StreamsConfig:
     repartition_purge_interval_ms: int = 30000
     application_server: str | None = None
     query_token: str | None = field(default=None, repr=False)
+    metrics_address: str | None = None
     trigger: Trigger = "processing_time"
     shuffle_partitions: int = 4
     max_offsets_per_trigger: int | None = None

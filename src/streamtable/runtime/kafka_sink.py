@@ -101,20 +101,39 @@ def _slots(batch: pa.RecordBatch) -> list[str | None]:
 class ForeachBatchSink:
     """The ``foreachBatch`` function of one query: runs :class:`PartitionWriter` on every task.
 
-    Runs on the driver; keeps the number of records skipped by
-    ``production.exception.handler=continue`` for :meth:`KafkaStreams.metrics`.
+    Runs on the driver; keeps, for :meth:`KafkaStreams.metrics`, the number of records skipped
+    by ``production.exception.handler=continue`` (``rejected``) and, under
+    ``exactly_once_v2``, the number of micro-batches whose write failed (``aborted``): the
+    Spark job raised, so every transaction its failed tasks had opened was aborted (by the task,
+    or by the fencing ``init_transactions`` of the batch's next run) and Spark runs the batch
+    again. A task that failed and then succeeded on a Spark retry inside one job is not
+    counted (Spark keeps no result of a failed task attempt).
+
+    Parameters
+    ----------
+    spec : OutputSpec
+    query : str
+        The name of the Spark query this sink writes for (the ``query`` tag of its metrics).
     """
 
-    def __init__(self, spec: OutputSpec) -> None:
+    def __init__(self, spec: OutputSpec, query: str = "") -> None:
         self.spec = spec
+        self.query = query
         self._lock = threading.Lock()
         self.written = 0
         self.rejected = 0
+        self.aborted = 0
 
     def __call__(self, df: Any, batch_id: int) -> None:
         """Write micro-batch ``batch_id`` (one Spark job; the task partitions are ``df``'s)."""
         # one row per task, summed here: no extra shuffle stage per micro-batch
-        rows = df.mapInArrow(PartitionWriter(self.spec), RESULT_DDL).collect()
+        try:
+            rows = df.mapInArrow(PartitionWriter(self.spec), RESULT_DDL).collect()
+        except BaseException:
+            if self.spec.exactly_once:
+                with self._lock:
+                    self.aborted += 1
+            raise
         with self._lock:
             self.written += sum(int(r["written"]) for r in rows)
             self.rejected += sum(int(r["rejected"]) for r in rows)

@@ -26,6 +26,7 @@ from streamtable.runtime.file_sink import file_sink_writer, prepare_file_sink
 from streamtable.runtime.group_offsets import GroupOffsetCommitter
 from streamtable.runtime.kafka_admin import KafkaAdmin
 from streamtable.runtime.kafka_sink import ForeachBatchSink
+from streamtable.runtime.metrics import Metric, application_metrics
 from streamtable.runtime.progress import ProgressLedger, caught_up, end_offsets
 from streamtable.runtime.repartition_topics import RepartitionPurger, ensure_repartition_topics
 from streamtable.runtime.starting_offsets import pending_batch_records
@@ -124,6 +125,10 @@ class KafkaStreams:
     :meth:`close` stops that server. It binds loopback addresses only, unless
     ``streamtable.query.token`` is set: then every request must carry
     ``Authorization: Bearer <token>``.
+
+    With ``streamtable.metrics.address`` (``"host:port"``) set, :meth:`start` also serves
+    :meth:`metrics` in Prometheus' text format at ``http://host:port/metrics``
+    (:mod:`streamtable.observability.prometheus`) and :meth:`close` stops that server.
     """
 
     def __init__(self, topology: Topology, config: Mapping[str, object] | StreamsConfig) -> None:
@@ -180,6 +185,8 @@ class KafkaStreams:
     _replica: Any = None
     #: the HTTP query service (application.server), from start() to close()
     _query_server: Any = None
+    #: the Prometheus endpoint (streamtable.metrics.address), from start() to close()
+    _metrics_server: Any = None
     #: the data-loss audit's queries (streamtable.audit.topic), from start() to close()
     _audit: Any = None
     #: the Kafka Connect connectors watched (streamtable.connect.connectors), after start()
@@ -228,8 +235,9 @@ class KafkaStreams:
         StateDirLockedError
             If another running instance uses the same ``state.dir/application.id``.
         StreamsError
-            If the HTTP query service cannot take ``application.server`` (the port is in use,
-            or the host is not an address of this machine); nothing was started then.
+            If the HTTP query service cannot take ``application.server``, or the Prometheus
+            endpoint ``streamtable.metrics.address`` (the port is in use, or the host is not
+            an address of this machine); nothing was started then.
         """
         if self._state is not State.CREATED:
             raise IllegalStateError(
@@ -244,6 +252,7 @@ class KafkaStreams:
             self._start()
         except BaseException:
             self._stop_query_server()
+            self._stop_metrics_server()
             self._release_state_dir()
             raise
         if self._query_server is not None:
@@ -258,6 +267,11 @@ class KafkaStreams:
         if server is not None:
             server.stop()
 
+    def _stop_metrics_server(self) -> None:
+        server, self._metrics_server = self._metrics_server, None
+        if server is not None:
+            server.stop()
+
     def _start(self) -> None:
         cfg = self.config
         if cfg.application_server is not None:
@@ -266,6 +280,13 @@ class KafkaStreams:
             # taken now, so that a busy address fails before the queries start
             self._query_server = QueryServer(self, cfg.application_server, token=cfg.query_token)
             self._query_server.bind()
+        if cfg.metrics_address is not None:
+            from streamtable.observability.prometheus import MetricsCollector, MetricsServer
+
+            # served from now on (before the queries: a busy port fails first)
+            collector = MetricsCollector(lambda: self.metrics()["metrics"], cfg.application_id)
+            self._metrics_server = MetricsServer(cfg.metrics_address, collector)
+            self._metrics_server.start()
         admin = KafkaAdmin(
             cfg.bootstrap_servers, timeout_ms=cfg.request_timeout_ms, config=cfg.admin_config
         )
@@ -422,7 +443,9 @@ class KafkaStreams:
         elif plan.sink == "kafka" and own_sink:
             # also every repartition topic: records keep their timestamps (Kafka Streams'
             # stream time downstream), which Spark's Kafka sink cannot write
-            sink = ForeachBatchSink(output_spec(cfg, f"{plan.name}.sink"))
+            sink = ForeachBatchSink(
+                output_spec(cfg, f"{plan.name}.sink"), query=f"{cfg.application_id}-{plan.name}"
+            )
             self._sinks.append(sink)
             writer = writer.foreachBatch(sink)
         elif plan.sink == "kafka":
@@ -574,6 +597,7 @@ class KafkaStreams:
             except Exception:  # a failed query raises again on stop/await
                 pass
         self._stop_audit()
+        self._stop_metrics_server()
         if self._group_offsets is not None:
             self._group_offsets.update(self._queries)
             self._group_offsets.close()
@@ -750,29 +774,62 @@ class KafkaStreams:
             ) from self._error
 
     def metrics(self) -> dict[str, Any]:
-        """Counters over all queries: records processed and records dropped, by reason.
+        """The application's metrics: totals over all queries, and Kafka Streams' metrics.
 
         Returns
         -------
         dict
             ``{"processed-records": int, "dropped-records": {reason: int},
-            "replayed-records": int}``. ``replayed-records`` counts the input records of
-            micro-batches an earlier run left unfinished and this run processes again: under
-            ``at_least_once`` their results may be duplicated (the count bounds the duplicates
-            from the input side); under ``exactly_once_v2`` they are not. Drop reasons are
-            ``deserialization``, ``invalid_timestamp``, ``negative_timestamp``, ``null_key``,
-            ``null_value``, ``late``, ``processing``, ``production`` (Kafka Streams'
-            ``dropped-records`` metric, by cause).
+            "replayed-records": int, "metrics": list[Metric]}``.
+
+            ``processed-records`` sums the input records of every query.
+            ``replayed-records`` counts the input records of micro-batches an earlier run
+            left unfinished and this run processes again: under ``at_least_once`` their
+            results may be duplicated (the count bounds the duplicates from the input side);
+            under ``exactly_once_v2`` they are not. Drop reasons are ``deserialization``,
+            ``invalid_timestamp``, ``negative_timestamp``, ``null_key``, ``null_value``,
+            ``late``, ``processing``, ``production`` (Kafka Streams' ``dropped-records``
+            metric, by cause).
+
+            ``metrics`` lists :class:`~streamtable.runtime.metrics.Metric` entries (named
+            tuples ``(name, group, tags, value, description)``) with Kafka Streams' names and
+            meanings, per Spark query (tag ``query``): ``process-total``/``-rate``/
+            ``-latency-avg``/``-latency-max`` and ``commit-*`` (group
+            ``stream-thread-metrics``), ``dropped-records-total``/``-rate`` by ``reason``
+            (``stream-task-metrics``), ``records-lag`` per ``topic``/``partition`` and
+            ``records-lag-max`` (``consumer-fetch-manager-metrics``), ``estimate-num-keys``
+            and ``memory-used-bytes`` per stateful operator (``stream-state-metrics``), and
+            streamtable's own (``streamtable-metrics``): ``replayed-records-total``,
+            ``dead-letter-records-total`` with a dead-letter topic, ``aborted-batches-total``
+            under ``exactly_once_v2``. Units and definitions: ``docs/metrics.md`` and
+            :func:`streamtable.runtime.metrics.query_metrics`.
+
+        Examples
+        --------
+        ``[m.value for m in app.metrics()["metrics"] if m.name == "records-lag-max"]``
         """
         self._ledger.update(self._queries)
         processed, dropped = self._ledger.totals()
-        rejected = sum(s.rejected for s in self._sinks)
-        if rejected:
-            dropped["production"] = dropped.get("production", 0) + rejected
+        rejected: dict[str, int] = {}
+        aborted: dict[str, int] = {}
+        for sink in self._sinks:
+            rejected[sink.query] = rejected.get(sink.query, 0) + sink.rejected
+            if sink.spec.exactly_once:
+                aborted[sink.query] = aborted.get(sink.query, 0) + sink.aborted
+        if sum(rejected.values()):
+            dropped["production"] = dropped.get("production", 0) + sum(rejected.values())
+        entries: list[Metric] = application_metrics(
+            self._ledger.snapshot(),
+            sink_rejected=rejected,
+            aborted_batches=aborted,
+            replayed=self._replayed,
+            dead_letter_topic=self.config.dead_letter_queue_topic,
+        )
         return {
             "processed-records": processed,
             "dropped-records": dropped,
             "replayed-records": self._replayed,
+            "metrics": entries,
         }
 
     def store(self, parameters: Any) -> Any:

@@ -1,9 +1,12 @@
-"""Reading Spark's query progress: offsets reached, records processed, records dropped."""
+"""Reading Spark's query progress: offsets reached, records processed and dropped, batch times."""
 
 from __future__ import annotations
 
 import json
 import threading
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from streamtable.compiler.metrics_names import METRIC_PREFIX
@@ -15,18 +18,44 @@ def end_offsets(progress: Any) -> dict[tuple[str, int], int]:
     """
     out: dict[tuple[str, int], int] = {}
     for source in progress.sources:
-        end = source.endOffset
-        if isinstance(end, str):
-            try:
-                end = json.loads(end)
-            except ValueError:
-                continue
-        if not isinstance(end, dict):
-            continue
-        for topic, parts in end.items():
-            if isinstance(parts, dict):
-                for p, off in parts.items():
-                    out[(topic, int(p))] = int(off)
+        out.update(kafka_offsets(source.endOffset))
+    return out
+
+
+def latest_offsets(progress: Any) -> dict[tuple[str, int], int]:
+    """``(topic, partition) -> latest offset`` of a ``StreamingQueryProgress``'s Kafka sources:
+    the end of each partition when the micro-batch was planned.
+    """
+    out: dict[tuple[str, int], int] = {}
+    for source in progress.sources:
+        out.update(kafka_offsets(source.latestOffset))
+    return out
+
+
+def kafka_offsets(offsets: Any) -> dict[tuple[str, int], int]:
+    """``(topic, partition) -> offset`` of a Kafka source's offsets in a progress report
+    (``{"topic": {"0": 21}}``, as a dict or its JSON); empty for other sources.
+
+    >>> kafka_offsets('{"in": {"0": 21, "1": 29}}')
+    {('in', 0): 21, ('in', 1): 29}
+    >>> kafka_offsets(None), kafka_offsets("null")
+    ({}, {})
+    """
+    if isinstance(offsets, str):
+        try:
+            offsets = json.loads(offsets)
+        except ValueError:
+            return {}
+    out: dict[tuple[str, int], int] = {}
+    if not isinstance(offsets, dict):
+        return out
+    for topic, parts in offsets.items():
+        if isinstance(parts, dict):
+            for p, off in parts.items():
+                try:
+                    out[(str(topic), int(p))] = int(off)
+                except (TypeError, ValueError):
+                    continue
     return out
 
 
@@ -50,11 +79,200 @@ def caught_up(query: Any, targets: dict[tuple[str, int], int]) -> bool:
     return bool(read_topics) or not targets
 
 
+#: Executed micro-batches kept per query for averages and maxima (Spark keeps as many progress
+#: reports by default, ``spark.sql.streaming.numRecentProgressUpdates``); batches of the last
+#: :data:`RATE_WINDOW_MS` are kept too, for the rates.
+RECENT_BATCHES = 100
+
+#: Window of the rates, in ms: Kafka's ``metrics.sample.window.ms`` default.
+RATE_WINDOW_MS = 30_000
+
+
+@dataclass(frozen=True, slots=True)
+class BatchFigures:
+    """What one executed micro-batch of a query reported.
+
+    Attributes
+    ----------
+    batch_id : int
+    started_ms : int or None
+        When the batch's trigger started (ms since the epoch; the progress ``timestamp``).
+    input_rows : int
+        Records read from the query's sources (``numInputRows``).
+    process_ms : int
+        ``durationMs.addBatch``: running the batch's Spark job, sink writes included.
+    commit_ms : int
+        ``durationMs.walCommit + durationMs.commitOffsets``: writing the batch's offsets to the
+        checkpoint's offset log before the job and its commit log entry after it.
+    dropped : tuple of (str, int)
+        Records dropped in the batch, by reason (observed metrics).
+    """
+
+    batch_id: int
+    started_ms: int | None
+    input_rows: int
+    process_ms: int
+    commit_ms: int
+    dropped: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StoreFigures:
+    """One stateful operator of a query, after its last executed micro-batch
+    (``StreamingQueryProgress.stateOperators[index]``).
+    """
+
+    operator: str
+    index: int
+    num_rows: int
+    memory_bytes: int
+    sst_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueryFigures:
+    """A query's figures since the ledger first saw it (a snapshot; see :class:`ProgressLedger`).
+
+    Attributes
+    ----------
+    name : str
+        The Spark query name (``<application.id>-<sink node>``).
+    input_rows, batches : int
+        Records read and micro-batches executed (committed), in total.
+    dropped : dict[str, int]
+        Records dropped, by reason, in total.
+    recent : tuple of BatchFigures
+        The last executed batches (at least :data:`RECENT_BATCHES`, and those of the last
+        :data:`RATE_WINDOW_MS`), oldest first.
+    reached, latest : dict[(str, int), int]
+        Per Kafka source partition, after the last executed batch: the offset read up to
+        (``endOffset``), and the partition's end when that batch was planned
+        (``latestOffset``).
+    stores : tuple of StoreFigures
+        The query's stateful operators after its last executed batch.
+    """
+
+    name: str
+    input_rows: int = 0
+    batches: int = 0
+    dropped: dict[str, int] = field(default_factory=dict)
+    recent: tuple[BatchFigures, ...] = ()
+    reached: dict[tuple[str, int], int] = field(default_factory=dict)
+    latest: dict[tuple[str, int], int] = field(default_factory=dict)
+    stores: tuple[StoreFigures, ...] = ()
+
+
+def parse_timestamp(text: Any) -> int | None:
+    """Milliseconds since the epoch of a progress ``timestamp`` (ISO 8601, UTC).
+
+    >>> parse_timestamp("1970-01-01T00:00:01.500Z")
+    1500
+    >>> parse_timestamp(None) is None
+    True
+    """
+    if not isinstance(text, str):
+        return None
+    try:
+        return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        return None
+
+
+def _dropped(progress: Any) -> dict[str, int]:
+    dropped: dict[str, int] = {}
+    for name, row in (progress.observedMetrics or {}).items():
+        if not name.startswith(METRIC_PREFIX):
+            continue
+        for reason, n in row.asDict().items():
+            if n:
+                dropped[reason] = dropped.get(reason, 0) + int(n)
+    return dropped
+
+
+def _stores(progress: Any) -> tuple[StoreFigures, ...]:
+    out = []
+    for i, op in enumerate(progress.stateOperators or []):
+        custom = op.customMetrics or {}
+        sst = custom.get("rocksdbSstFileSize")
+        out.append(
+            StoreFigures(
+                operator=str(op.operatorName),
+                index=i,
+                num_rows=int(op.numRowsTotal or 0),
+                memory_bytes=int(op.memoryUsedBytes or 0),
+                sst_bytes=None if sst is None else int(sst),
+            )
+        )
+    return tuple(out)
+
+
+class _Running:
+    """The mutable figures of one query inside the ledger."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.input_rows = 0
+        self.batches = 0
+        self.dropped: dict[str, int] = {}
+        self.recent: deque[BatchFigures] = deque()
+        self.reached: dict[tuple[str, int], int] = {}
+        self.latest: dict[tuple[str, int], int] = {}
+        self.stores: tuple[StoreFigures, ...] = ()
+
+    def add(self, progress: Any) -> None:
+        rows = int(progress.numInputRows or 0)
+        dropped = _dropped(progress)
+        self.input_rows += rows
+        for reason, n in dropped.items():
+            self.dropped[reason] = self.dropped.get(reason, 0) + n
+        durations = progress.durationMs or {}
+        if "addBatch" not in durations:
+            return  # a trigger that executed no batch (Spark's idle progress report)
+        self.batches += 1
+        batch = BatchFigures(
+            batch_id=int(progress.batchId),
+            started_ms=parse_timestamp(progress.timestamp),
+            input_rows=rows,
+            process_ms=int(durations.get("addBatch", 0)),
+            commit_ms=int(durations.get("walCommit", 0)) + int(durations.get("commitOffsets", 0)),
+            dropped=tuple(sorted(dropped.items())),
+        )
+        self.recent.append(batch)
+        horizon = None if batch.started_ms is None else batch.started_ms - RATE_WINDOW_MS
+        while len(self.recent) > RECENT_BATCHES:
+            oldest = self.recent[0].started_ms
+            if horizon is not None and oldest is not None and oldest >= horizon:
+                break
+            self.recent.popleft()
+        self.reached = end_offsets(progress)
+        self.latest = latest_offsets(progress)
+        self.stores = _stores(progress)
+
+    def snapshot(self) -> QueryFigures:
+        return QueryFigures(
+            name=self.name,
+            input_rows=self.input_rows,
+            batches=self.batches,
+            dropped=dict(self.dropped),
+            recent=tuple(self.recent),
+            reached=dict(self.reached),
+            latest=dict(self.latest),
+            stores=self.stores,
+        )
+
+
 class ProgressLedger:
-    """Accumulates per-batch figures of every query (Spark keeps only recent progress)."""
+    """Accumulates the per-batch figures of every query (Spark keeps only recent progress).
+
+    :meth:`update` is called often (the application's monitor thread, every
+    :meth:`KafkaStreams.metrics` call); each progress report is counted once: per query id,
+    only batches after the last one seen (a restarted query keeps its id and continues its
+    batch ids; Spark's idle reports repeat the last executed batch id).
+    """
 
     def __init__(self) -> None:
-        self._seen: dict[tuple[str, int], tuple[int, dict[str, int]]] = {}
+        self._last: dict[str, int] = {}
+        self._queries: dict[str, _Running] = {}
         self._lock = threading.Lock()
 
     def update(self, queries: list[Any]) -> None:
@@ -62,25 +280,28 @@ class ProgressLedger:
         with self._lock:
             for q in queries:
                 for p in q.recentProgress:
-                    key = (str(p.id), int(p.batchId))
-                    if key in self._seen:
+                    qid, batch = str(p.id), int(p.batchId)
+                    if batch <= self._last.get(qid, -1):
                         continue
-                    dropped: dict[str, int] = {}
-                    for name, row in (p.observedMetrics or {}).items():
-                        if not name.startswith(METRIC_PREFIX):
-                            continue
-                        for reason, n in row.asDict().items():
-                            if n:
-                                dropped[reason] = dropped.get(reason, 0) + int(n)
-                    self._seen[key] = (int(p.numInputRows or 0), dropped)
+                    self._last[qid] = batch
+                    name = str(p.name or qid)
+                    running = self._queries.get(name)
+                    if running is None:
+                        running = self._queries[name] = _Running(name)
+                    running.add(p)
 
     def totals(self) -> tuple[int, dict[str, int]]:
         """Records read by all queries, and dropped records by reason."""
         with self._lock:
             processed = 0
             dropped: dict[str, int] = {}
-            for n, d in self._seen.values():
-                processed += n
-                for reason, c in d.items():
+            for q in self._queries.values():
+                processed += q.input_rows
+                for reason, c in q.dropped.items():
                     dropped[reason] = dropped.get(reason, 0) + c
             return processed, dropped
+
+    def snapshot(self) -> list[QueryFigures]:
+        """Every query's figures, by query name."""
+        with self._lock:
+            return [self._queries[n].snapshot() for n in sorted(self._queries)]

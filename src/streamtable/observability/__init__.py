@@ -1,0 +1,1 @@
+"""Observability: the application's metrics served to Prometheus (:mod:`.prometheus`)."""

@@ -1,0 +1,110 @@
+"""KafkaStreams.metrics() and the Prometheus endpoint of a running count application."""
+
+import socket
+import urllib.error
+import urllib.request
+from datetime import timedelta
+
+import pytest
+
+from streamtable import KafkaStreams, Serdes, StreamsBuilder
+from streamtable.errors import StreamsError
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def only(metrics, name, **tags):
+    found = [m for m in metrics if m.name == name and all(m.tags[k] == v for k, v in tags.items())]
+    assert len(found) == 1, (name, tags, found)
+    return found[0].value
+
+
+def test_metrics_of_a_count_and_their_prometheus_endpoint(
+    kafka_broker, spark, topic_name, app_config
+):
+    from _support import ensure_topics, produce_values
+
+    bs = kafka_broker.bootstrap_servers
+    src, out = topic_name("in"), topic_name("out")
+    ensure_topics(bs, {src: 2, out: 1})
+    keys = [f"k{i % 7}" for i in range(60)]
+    produce_values(bs, src, [(k, "v") for k in keys] + [(None, "no key")] * 3)
+
+    b = StreamsBuilder()
+    (
+        b.stream(src, key_serde=Serdes.string(), value_serde=Serdes.string())
+        .group_by_key()
+        .count(name="Counts")
+        .to_stream()
+        .to(out, value_serde=Serdes.long())
+    )
+    address = f"127.0.0.1:{free_port()}"
+    config = app_config(
+        **{"processing.guarantee": "exactly_once_v2", "streamtable.metrics.address": address}
+    )
+    app = KafkaStreams(b.build(), config)
+    app.start()
+    try:
+        # a second application cannot take the same address; it starts nothing
+        other = KafkaStreams(b.build(), app_config(**{"streamtable.metrics.address": address}))
+        with pytest.raises(
+            StreamsError,
+            match=rf"Cannot serve Prometheus metrics on '{address}' \(config "
+            r"'streamtable.metrics.address'\)",
+        ):
+            other.start()
+        assert other.queries == [] and other.state.value == "CREATED"
+
+        app.await_caught_up(timeout=timedelta(minutes=3))
+        (query,) = app.queries
+        q = {"query": query.name}
+        result = app.metrics()
+        m = result["metrics"]
+        assert result["processed-records"] == 63
+        assert only(m, "process-total", **q) == 63  # every record read, the null keys too
+        assert only(m, "dropped-records-total", reason="null_key", **q) == 3
+        assert only(m, "commit-total", **q) >= 1
+        assert only(m, "process-latency-avg", **q) > 0  # ms per record of the batches
+        assert only(m, "process-latency-max", **q) >= only(m, "process-latency-avg", **q)
+        assert only(m, "commit-latency-max", **q) >= only(m, "commit-latency-avg", **q) >= 0
+        # caught up: nothing left in either partition
+        assert only(m, "records-lag", topic=src, partition="0", **q) == 0
+        assert only(m, "records-lag", topic=src, partition="1", **q) == 0
+        assert only(m, "records-lag-max", **q) == 0
+        # the count's store holds one row per distinct key
+        (store,) = [x for x in m if x.name == "estimate-num-keys"]
+        assert store.value == len(set(keys)) == 7
+        assert store.group == "stream-state-metrics"
+        assert only(m, "aborted-batches-total", **q) == 0  # the exactly-once sink's query
+        assert only(m, "replayed-records-total") == 0
+
+        with urllib.request.urlopen(f"http://{address}/metrics", timeout=30) as response:
+            assert response.status == 200
+            lines = response.read().decode().splitlines()
+        labels = f'application_id="{config["application.id"]}",query="{query.name}"'
+        assert f"kafka_streams_stream_thread_metrics_process_total{{{labels}}} 63.0" in lines
+        assert (
+            f'kafka_streams_stream_task_metrics_dropped_records_total{{{labels},reason="null_key"}}'
+            " 3.0" in lines
+        )
+        for partition in ("0", "1"):
+            assert (
+                "kafka_consumer_consumer_fetch_manager_metrics_records_lag"
+                f'{{application_id="{config["application.id"]}",partition="{partition}",'
+                f'query="{query.name}",topic="{src}"}} 0.0' in lines
+            )
+        state_id = store.tags["state-id"]
+        assert (
+            f'kafka_streams_stream_state_metrics_estimate_num_keys{{{labels},state_id="{state_id}"}}'
+            " 7.0" in lines
+        )
+        assert "# TYPE kafka_streams_stream_thread_metrics_process_total counter" in lines
+    finally:
+        app.close()
+    # close() stops the endpoint
+    with pytest.raises(urllib.error.URLError):
+        urllib.request.urlopen(f"http://{address}/metrics", timeout=5)
