@@ -1,0 +1,61 @@
+"""A compatible new version restarts from the checkpoints, as ``streamtable upgrade --dry-run``
+said: the outputs of the queries that resume are not written again, a new sink starts."""
+
+from __future__ import annotations
+
+import struct
+from datetime import timedelta
+
+from streamtable import KafkaStreams, Serdes, StreamsBuilder
+from streamtable.config import StreamsConfig
+from streamtable.runtime.upgrade import check_upgrade
+
+S = Serdes.string()
+
+
+def version(source: str, counts: str, lengths: str | None) -> object:
+    b = StreamsBuilder()
+    events = b.stream(source, key_serde=S, value_serde=S)
+    events.group_by_key().count(name="n").to_stream().to(
+        counts, value_serde=Serdes.long(), name="counts-sink"
+    )
+    if lengths is not None:  # version 2: a new sink with a function of its own
+        events.map_values(len).to(lengths, value_serde=Serdes.long(), name="lengths-sink")
+    return b.build()
+
+
+def test_a_new_sink_restarts_from_the_checkpoints_without_rewriting_the_others(
+    kafka_broker, topic_name, app_config
+):
+    from _support import ensure_topics, produce_values, read_topic
+
+    bs = kafka_broker.bootstrap_servers
+    source, counts, lengths = topic_name("in"), topic_name("counts"), topic_name("lengths")
+    ensure_topics(bs, {source: 2, counts: 1, lengths: 1})
+    config = app_config()
+    produce_values(bs, source, [(f"k{i % 5}", "abc") for i in range(40)])
+    with KafkaStreams(version(source, counts, None), config) as app:
+        app.start()
+        app.await_caught_up(timeout=timedelta(minutes=3))
+    first = read_topic(bs, counts)
+    assert first
+
+    v2 = version(source, counts, lengths)
+    report = check_upgrade(v2, StreamsConfig.from_mapping(config))
+    assert report.compatible
+    assert {q.name: q.action for q in report.queries} == {
+        "counts-sink": "resumes",
+        "lengths-sink": "new",
+    }
+
+    produce_values(bs, source, [("k0", "defgh")])
+    with KafkaStreams(v2, config) as app:
+        app.start()
+        app.await_caught_up(timeout=timedelta(minutes=3))
+        assert app.metrics()["replayed-records"] == 0
+    # counts resumed: only the new record's update was written, k0's count going 8 -> 9
+    after = read_topic(bs, counts)
+    assert after[: len(first)] == first
+    assert [(k, struct.unpack(">q", v)[0]) for k, v, _ in after[len(first) :]] == [(b"k0", 9)]
+    # the new sink read its input from auto.offset.reset (earliest): all 41 records
+    assert len(read_topic(bs, lengths)) == 41
