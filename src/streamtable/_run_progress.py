@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from streamtable.runtime.progress import kafka_offsets
+
 __all__ = ["BatchFigures", "ProgressReporter", "batch_figures"]
 
 Mode = Literal["live", "lines", "json", "quiet"]
@@ -87,22 +89,6 @@ def _size(n: int) -> str:
     return f"{value:,.1f} GiB"
 
 
-def _offsets(value: Any) -> dict[tuple[str, int], int]:
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return {}
-    out: dict[tuple[str, int], int] = {}
-    if isinstance(value, dict):
-        for topic, parts in value.items():
-            if isinstance(parts, dict):
-                for p, off in parts.items():
-                    if isinstance(off, int):
-                        out[(topic, int(p))] = off
-    return out
-
-
 def batch_figures(progress: Any) -> BatchFigures:
     """The figures of a ``StreamingQueryProgress``.
 
@@ -117,8 +103,8 @@ def batch_figures(progress: Any) -> BatchFigures:
     """
     lag: int | None = None
     for source in progress.sources or []:
-        latest = _offsets(getattr(source, "latestOffset", None))
-        reached = _offsets(source.endOffset)
+        latest = kafka_offsets(getattr(source, "latestOffset", None))
+        reached = kafka_offsets(source.endOffset)
         for tp, newest in latest.items():
             if tp in reached:
                 lag = (lag or 0) + max(0, newest - reached[tp])
