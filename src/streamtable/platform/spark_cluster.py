@@ -761,8 +761,12 @@ class SparkStandaloneCluster:
             raise SparkClusterError("SparkStandaloneCluster has not been started")
 
 
-def _describe_log(path: pathlib.Path, n: int = 25) -> str:
-    lines = tail_file(path, n)
+def _describe_log(path: pathlib.Path, n: int = 15) -> str:
+    """The ERROR lines of a JVM's log (first five) and its last ``n`` lines, for a message."""
+    lines = tail_file(path, 400)
     if not lines:
         return f"(no output in {path})"
-    return f"--- last {len(lines)} lines of {path} ---\n" + "\n".join(lines)
+    errors = [line for line in lines if " ERROR " in line][:5]
+    out = [f"--- errors in {path} ---", *errors] if errors else []
+    out += [f"--- last {min(n, len(lines))} lines of {path} ---", *lines[-n:]]
+    return "\n".join(out)
