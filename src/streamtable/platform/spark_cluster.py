@@ -511,6 +511,27 @@ class SparkStandaloneCluster:
                     found.append(pid)
         return found
 
+    def executor_logs(self, index: int) -> list[pathlib.Path]:
+        """Return the stderr logs of the executors worker ``index`` has run, oldest first.
+
+        Spark's executors log there (``Running task ...``, ``Finished task ...``), under
+        ``<directory>/work-<index>/<app id>/<executor id>/stderr``.
+
+        Parameters
+        ----------
+        index : int
+            Worker number, ``0`` to ``workers - 1``.
+
+        Returns
+        -------
+        list of pathlib.Path
+            Existing files, ordered by modification time.
+        """
+        self._require_dir()
+        assert self._dir is not None
+        found = list((self._dir / f"work-{index}").glob("*/*/stderr"))
+        return sorted(found, key=lambda path: path.stat().st_mtime)
+
     # ------------------------------------------------------------------ state
     def status(self, timeout: float = 3.0) -> dict[str, Any] | None:
         """Return the master's JSON state (see :func:`master_status`), or ``None`` if it does
