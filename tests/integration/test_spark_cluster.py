@@ -8,6 +8,7 @@ run as processes of their own (the crash harness's app, :mod:`streamtable.testin
 from __future__ import annotations
 
 import re
+import socket
 import struct
 import uuid
 from collections import defaultdict
@@ -19,6 +20,7 @@ import pytest
 
 from _support import ensure_topics, produce_records, read_topic, wait_until
 from streamtable import KafkaStreams
+from streamtable.platform import SparkClusterError, SparkStandaloneCluster
 from streamtable.testing._crash_app import chain_topology
 from streamtable.testing.crash import CrashReport, _App, _wait_for_output, verify_outputs
 
@@ -27,6 +29,20 @@ pytestmark = pytest.mark.integration
 #: An executor's log line for a task attempt it starts: partition.attempt, stage, TID.
 _RUNNING = re.compile(r"Running task (\d+)\.(\d+) in stage (\d+\.\d+) \(TID (\d+)\)")
 _ENDED = re.compile(r"(?:Finished task|Exception in task|[Kk]illed task) .*\(TID (\d+)\)")
+
+
+def _jvms_of(directory: Path) -> list[int]:
+    """Processes whose command line carries the cluster folder's mark (its JVMs)."""
+    mark = f"-Dstreamtable.cluster={directory}".encode()
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if mark in (proc / "cmdline").read_bytes():
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+    return found
 
 
 def _app_config(bootstrap: str, app_id: str, state_dir: Path, **extra: Any) -> dict[str, Any]:
@@ -228,3 +244,32 @@ def test_worker_killed_mid_run_loses_and_duplicates_nothing(spark_cluster, kafka
     assert report.echo_records == records, report.to_json()
     assert report.echo_missing == 0 and report.echo_duplicates == 0, report.to_json()
     assert report.sums_errors == [] and report.sums_duplicates == 0, report.to_json()
+
+
+def test_a_worker_that_cannot_start_is_named_with_its_log(tmp_path):
+    """The worker's work folder cannot be created (a file is in its place): start() fails
+    with the worker's exit, its log file and the log's error line, and stops the master.
+    """
+    (tmp_path / "work-0").write_text("in the way")
+    cluster = SparkStandaloneCluster(workers=1, directory=tmp_path)
+    with pytest.raises(SparkClusterError) as failure:
+        cluster.start()
+    message = str(failure.value)
+    assert re.search(
+        r"Spark worker 0 exited with code \d+ during startup \(master spark://127\.0\.0\.1:\d+\); "
+        rf"read {re.escape(str(tmp_path / 'worker-0.log'))}",
+        message,
+    ), message
+    assert f"Failed to create directory {tmp_path / 'work-0'}" in message
+    assert _jvms_of(tmp_path) == [], "start() left JVMs of the failed cluster running"
+
+
+def test_a_master_port_in_use_is_refused(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        cluster = SparkStandaloneCluster(workers=1, directory=tmp_path, master_port=port)
+        with pytest.raises(SparkClusterError, match=f"master_port {port} on 127.0.0.1 is in use"):
+            cluster.start()
+    assert not (tmp_path / "master.log").exists()
