@@ -181,29 +181,37 @@ def test_cluster_run_gives_the_output_of_local_mode(spark_cluster, kafka_broker,
     assert finals["cluster"] == finals["local"]
 
 
-def test_worker_killed_mid_run_loses_and_duplicates_nothing(spark_cluster, kafka_broker, tmp_path):
-    """A worker dies while one of its executor's tasks runs (SIGKILL of the Worker JVM, its
-    executor JVM and their Python workers): the driver re-runs the lost tasks on the other
-    worker, the app catches up, and under exactly_once_v2 the read_committed output has every
-    record once and every per-key sum right.
+def _kill_a_worker_mid_run(
+    cluster: Any,
+    bootstrap: str,
+    tmp_path: Path,
+    create_topics: Any,
+    at_kill: Any = None,
+) -> tuple[CrashReport, set[tuple[str, int, str]]]:
+    """Run the crash app on ``cluster`` (six micro-batches, exactly_once_v2), SIGKILL worker 1
+    while its executor runs a task of the app (and call ``at_kill(echo_topic)`` at the same
+    moment), restart the worker, let the app catch up and verify its output.
+
+    Returns the verifier's report and the ``(partition, attempt, stage)`` of the tasks the
+    killed executor was running; checks the app's exit, that the driver lost the executor and
+    that each of those tasks ran again, as a later attempt.
     """
-    bs = kafka_broker.bootstrap_servers
     run = uuid.uuid4().hex[:6]
     records = 1500
     source, echo, sums = (f"wk-{n}-{run}" for n in ("in", "echo", "sums"))
-    ensure_topics(bs, {source: 2, echo: 2, sums: 2})
+    create_topics([source, echo, sums])
     produce_records(
-        bs,
+        bootstrap,
         source,
         [(f"k{i % 30}".encode(), struct.pack(">q", i), 1_000_000 + i) for i in range(records)],
     )
     app_id = f"wk-{run}"
     config = _app_config(
-        bs,
+        bootstrap,
         app_id,
         tmp_path / "state",
         **{
-            "spark.master": spark_cluster.master_url,
+            "spark.master": cluster.master_url,
             "spark.app.name": app_id,
             "streamtable.max.offsets.per.trigger": 250,  # six micro-batches
         },
@@ -212,38 +220,81 @@ def test_worker_killed_mid_run_loses_and_duplicates_nothing(spark_cluster, kafka
     app = _App({**spec, "exit_when_caught_up": True, "timeout_s": 300}, tmp_path / "app.log")
     victim = 1
     try:
-        _wait_for_output(bs, echo, 0, app, timeout=240)
+        _wait_for_output(bootstrap, echo, 0, app, timeout=240)
 
         def tasks_running_on_victim() -> set[tuple[str, int, str]]:
-            logs = spark_cluster.executor_logs(victim)
+            logs = cluster.executor_logs(victim)
             return _tasks_in_flight(logs[-1]) if logs else set()
 
         wait_until(tasks_running_on_victim, 120, f"no task of the app ran on worker {victim}")
-        killed = spark_cluster.kill_worker(victim)
-        lost = _tasks_in_flight(spark_cluster.executor_logs(victim)[-1])
+        killed = cluster.kill_worker(victim)
+        if at_kill is not None:
+            at_kill(echo)
+        lost = _tasks_in_flight(cluster.executor_logs(victim)[-1])
         assert len(killed) >= 2  # the Worker JVM and its executor JVM (and Python workers)
-        spark_cluster.restart_worker(victim)
+        cluster.restart_worker(victim)
         code = app.wait(timeout=400)
     except BaseException:
         app.kill()
         raise
     finally:
-        if spark_cluster.worker_pids[victim] is None:
-            spark_cluster.restart_worker(victim)  # the next test gets two workers
+        if cluster.worker_pids[victim] is None:
+            cluster.restart_worker(victim)  # the next test gets two workers
     assert code == 0, f"the app did not carry on after the worker died:\n{app.tail(40)}"
     driver_log = (tmp_path / "state" / "logs" / "spark.log").read_text(errors="replace")
     assert "Lost executor" in driver_log
     # the tasks that died with the executor ran again, as later attempts, on another executor
     assert lost, "the killed executor ran no task at the moment of the kill"
-    rerun = _attempts([log for i in range(2) for log in spark_cluster.executor_logs(i)])
+    rerun = _attempts([log for i in range(cluster.workers) for log in cluster.executor_logs(i)])
     for partition, attempt, stage in lost:
         assert any(
             (partition, later, stage) in rerun for later in range(attempt + 1, attempt + 4)
         ), f"task {partition}.{attempt} of stage {stage} was not run again"
-    report = verify_outputs(CrashReport(0, "exactly_once_v2", records), bs, source, echo, sums)
+    report = verify_outputs(
+        CrashReport(0, "exactly_once_v2", records), bootstrap, source, echo, sums
+    )
     assert report.echo_records == records, report.to_json()
+    return report, lost
+
+
+def test_worker_killed_mid_run_loses_and_duplicates_nothing(spark_cluster, kafka_broker, tmp_path):
+    """A worker dies while one of its executor's tasks runs (SIGKILL of the Worker JVM, its
+    executor JVM and their Python workers): the driver re-runs the lost tasks on the other
+    worker, the app catches up, and under exactly_once_v2 the read_committed output has every
+    record once and every per-key sum right.
+    """
+    bs = kafka_broker.bootstrap_servers
+    report, _ = _kill_a_worker_mid_run(
+        spark_cluster, bs, tmp_path, lambda topics: ensure_topics(bs, dict.fromkeys(topics, 2))
+    )
     assert report.echo_missing == 0 and report.echo_duplicates == 0, report.to_json()
     assert report.sums_errors == [] and report.sums_duplicates == 0, report.to_json()
+
+
+def test_worker_and_broker_leader_killed_together(spark_cluster, tmp_path):
+    """Three brokers (replication 3, min.insync.replicas 2): at the moment a worker dies
+    mid-task, the leader of the echo topic's partition 0 is SIGKILLed too. The app carries
+    on with the remaining worker and brokers; nothing lost, nothing duplicated.
+    """
+    from streamtable.broker import EmbeddedKafka
+
+    with EmbeddedKafka(brokers=3) as kafka:
+        bs = kafka.bootstrap_servers
+        isr = {"min.insync.replicas": "2", "retention.ms": "-1"}
+        victims: list[int] = []
+
+        def create(topics: list[str]) -> None:
+            for topic in topics:
+                kafka.create_topic(topic, 2, replication_factor=3, config=isr)
+
+        def kill_leader(echo: str) -> None:
+            victims.append(kafka.leader_of(echo, 0))
+            kafka.kill_broker(victims[0])
+
+        report, _ = _kill_a_worker_mid_run(spark_cluster, bs, tmp_path, create, kill_leader)
+        assert victims and victims[0] >= 0
+        assert report.echo_missing == 0 and report.echo_duplicates == 0, report.to_json()
+        assert report.sums_errors == [] and report.sums_duplicates == 0, report.to_json()
 
 
 def test_a_worker_that_cannot_start_is_named_with_its_log(tmp_path):
