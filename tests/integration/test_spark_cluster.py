@@ -3,10 +3,13 @@
 
 A process has one Spark session and the test session's is local, so the apps on the cluster
 run as processes of their own (the crash harness's app, :mod:`streamtable.testing._crash_app`).
+The worker-and-broker-leader failure test runs only with ``STREAMTABLE_LONG_TESTS=1`` (it
+alone takes 90-150 s).
 """
 
 from __future__ import annotations
 
+import os
 import re
 import socket
 import struct
@@ -188,7 +191,7 @@ def _kill_a_worker_mid_run(
     create_topics: Any,
     at_kill: Any = None,
 ) -> tuple[CrashReport, set[tuple[str, int, str]]]:
-    """Run the crash app on ``cluster`` (six micro-batches, exactly_once_v2), SIGKILL worker 1
+    """Run the crash app on ``cluster`` (four micro-batches, exactly_once_v2), SIGKILL worker 1
     while its executor runs a task of the app (and call ``at_kill(echo_topic)`` at the same
     moment), restart the worker, let the app catch up and verify its output.
 
@@ -197,7 +200,7 @@ def _kill_a_worker_mid_run(
     that each of those tasks ran again, as a later attempt.
     """
     run = uuid.uuid4().hex[:6]
-    records = 1500
+    records = 1000
     source, echo, sums = (f"wk-{n}-{run}" for n in ("in", "echo", "sums"))
     create_topics([source, echo, sums])
     produce_records(
@@ -213,7 +216,7 @@ def _kill_a_worker_mid_run(
         **{
             "spark.master": cluster.master_url,
             "spark.app.name": app_id,
-            "streamtable.max.offsets.per.trigger": 250,  # six micro-batches
+            "streamtable.max.offsets.per.trigger": 250,  # four micro-batches
         },
     )
     spec = {"source": source, "echo": echo, "sums": sums, "config": config}
@@ -271,6 +274,11 @@ def test_worker_killed_mid_run_loses_and_duplicates_nothing(spark_cluster, kafka
     assert report.sums_errors == [] and report.sums_duplicates == 0, report.to_json()
 
 
+@pytest.mark.skipif(
+    not os.environ.get("STREAMTABLE_LONG_TESTS"),
+    reason="90-150 s (three brokers; a transaction commit caught by the leader's death waits "
+    "out its 65 s timeout): set STREAMTABLE_LONG_TESTS=1 to run it",
+)
 def test_worker_and_broker_leader_killed_together(spark_cluster, tmp_path):
     """Three brokers (replication 3, min.insync.replicas 2): at the moment a worker dies
     mid-task, the leader of the echo topic's partition 0 is SIGKILLed too. The app carries
