@@ -24,6 +24,7 @@ import pytest
 from _support import ensure_topics, produce_records, read_topic, wait_until
 from streamtable import KafkaStreams
 from streamtable.platform import SparkClusterError, SparkStandaloneCluster
+from streamtable.platform.spark_cluster import cluster_marker
 from streamtable.testing._crash_app import chain_topology
 from streamtable.testing.crash import CrashReport, _App, _wait_for_output, verify_outputs
 
@@ -36,7 +37,7 @@ _ENDED = re.compile(r"(?:Finished task|Exception in task|[Kk]illed task) .*\(TID
 
 def _jvms_of(directory: Path) -> list[int]:
     """Processes whose command line carries the cluster folder's mark (its JVMs)."""
-    mark = f"-Dstreamtable.cluster={directory}".encode()
+    mark = cluster_marker(directory)
     found = []
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():

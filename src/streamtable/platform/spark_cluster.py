@@ -48,6 +48,7 @@ __all__ = [
     "MASTER_CLASS",
     "WORKER_CLASS",
     "SparkStandaloneCluster",
+    "cluster_marker",
     "master_status",
     "parse_memory",
     "spark_home",
@@ -167,8 +168,10 @@ def master_status(webui_url: str, timeout: float = 3.0) -> dict[str, Any] | None
         return None
 
 
-def _marker(directory: pathlib.Path) -> bytes:
-    """The command-line mark of the cluster's JVMs (a system property naming its folder)."""
+def cluster_marker(directory: pathlib.Path) -> bytes:
+    """Return the command-line mark of a cluster's JVMs: the system property
+    ``-Dstreamtable.cluster=<directory>``, so a reused pid is not taken for one of them.
+    """
     return f"-Dstreamtable.cluster={directory}".encode()
 
 
@@ -193,7 +196,7 @@ def stop_cluster_processes(
     bool
         Whether any of the processes was running.
     """
-    marker = _marker(directory)
+    marker = cluster_marker(directory)
     running = False
     pids = [p for p in worker_pids if p] + ([master_pid] if master_pid else [])
     for pid in pids:
@@ -653,7 +656,7 @@ class SparkStandaloneCluster:
         env["SPARK_LOCAL_IP"] = self.host
         env.setdefault("SPARK_DAEMON_MEMORY", DAEMON_MEMORY)
         env.setdefault("PYSPARK_PYTHON", sys.executable)
-        marker = _marker(self._dir).decode()
+        marker = cluster_marker(self._dir).decode()
         env["SPARK_DAEMON_JAVA_OPTS"] = f"{env.get('SPARK_DAEMON_JAVA_OPTS', '')} {marker}".strip()
         # no REST submission server (unauthenticated, and on the fixed port 6066)
         rest_off = "-Dspark.master.rest.enabled=false"

@@ -21,7 +21,7 @@ from typing import Any
 from streamtable.platform._process import cache_home, pid_alive, read_state, write_state
 from streamtable.platform.spark_cluster import (
     SparkStandaloneCluster,
-    _marker,
+    cluster_marker,
     master_status,
     stop_cluster_processes,
 )
@@ -48,7 +48,7 @@ def _state_path() -> pathlib.Path:
 
 
 def _master_alive(state: dict[str, Any]) -> bool:
-    return pid_alive(int(state["master_pid"]), _marker(pathlib.Path(state["directory"])))
+    return pid_alive(int(state["master_pid"]), cluster_marker(pathlib.Path(state["directory"])))
 
 
 def start_background(
@@ -92,6 +92,12 @@ def start_background(
     state = read_state(_state_path())
     if state and _master_alive(state):
         return {**state, "already_running": True}
+    if state:  # its master is gone: stop any worker of it that is left
+        stop_cluster_processes(
+            None,
+            [int(w["pid"]) for w in state.get("workers", []) if w.get("pid")],
+            pathlib.Path(state["directory"]),
+        )
     folder = pathlib.Path(directory).expanduser() if directory else cluster_home() / "cluster"
     cluster = SparkStandaloneCluster(
         workers,
@@ -167,7 +173,7 @@ def status(*, timeout: float = 3.0) -> dict[str, Any]:
         result["alive_workers"] = int(master.get("aliveworkers", 0))
         result["active_apps"] = [a.get("name") for a in master.get("activeapps", [])]
         listed = {int(w.get("port", -1)): w for w in master.get("workers", [])}
-    marker = _marker(pathlib.Path(state["directory"]))
+    marker = cluster_marker(pathlib.Path(state["directory"]))
     result["workers"] = [
         {
             **w,
