@@ -357,6 +357,130 @@ def connect_debezium_config(
     click.echo(json.dumps({"name": name or topic_prefix, "config": config}, indent=2))
 
 
+# --------------------------------------------------------------------------- cluster
+@cli.group()
+def cluster() -> None:
+    """Run a Spark standalone cluster (Spark's own Master and Workers) in the background."""
+
+
+@cluster.command("start")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=2,
+    show_envvar=True,
+    help="Number of Worker JVMs.",
+)
+@click.option(
+    "--cores-per-worker",
+    type=click.IntRange(min=1),
+    default=1,
+    show_envvar=True,
+    help="Cores each worker offers to applications.",
+)
+@click.option(
+    "--memory-per-worker",
+    default="2g",
+    show_envvar=True,
+    help="Memory each worker offers to executors (e.g. 2g, 512m).",
+)
+@click.option(
+    "--dir",
+    "directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    show_envvar=True,
+    help="Folder for logs and work folders [default: <cluster home>/cluster].",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=1),
+    default=120.0,
+    show_envvar=True,
+    help="Seconds to wait for the master and every worker.",
+)
+def cluster_start(
+    workers: int,
+    cores_per_worker: int,
+    memory_per_worker: str,
+    directory: Path | None,
+    timeout: float,
+) -> None:
+    """Start the background Spark cluster on 127.0.0.1 (or report the one already running).
+
+    Applications use it with -c spark.master=<the printed URL>.
+    """
+    from streamtable.platform import spark_cluster_daemon
+
+    try:
+        info = spark_cluster_daemon.start_background(
+            workers,
+            cores_per_worker=cores_per_worker,
+            memory_per_worker=memory_per_worker,
+            directory=directory,
+            startup_timeout=datetime.timedelta(seconds=timeout),
+        )
+    except StreamtableError as exc:
+        _fail(exc)
+        return
+    verb = "already running" if info.get("already_running") else "started"
+    n = len(info["workers"])
+    click.echo(
+        f"Spark cluster {verb}: spark.master={info['master_url']} ({n} worker(s) x "
+        f"{info['cores_per_worker']} core(s), {info['memory_per_worker']}; master pid "
+        f"{info['master_pid']})"
+    )
+    if info.get("already_running") and n != workers:
+        click.echo(f"note: it has {n} worker(s), not {workers}; stop it first to change that")
+    click.echo(f"web UI: {info['webui_url']}")
+    click.echo(f"logs: {info['directory']}")
+
+
+@cluster.command("stop")
+def cluster_stop() -> None:
+    """Stop the background Spark cluster: its workers (and executors), then its master."""
+    from streamtable.platform import spark_cluster_daemon
+
+    stopped = spark_cluster_daemon.stop_background()
+    if stopped is None:
+        click.echo("no background Spark cluster is running")
+    else:
+        click.echo(
+            f"stopped Spark cluster {stopped['master_url']} (master pid {stopped['master_pid']}, "
+            f"{len(stopped['workers'])} worker(s))"
+        )
+
+
+@cluster.command("status")
+@click.option("--json", "as_json", is_flag=True, default=False, help="Print the status as JSON.")
+def cluster_status(as_json: bool) -> None:
+    """Show the master URL and the workers' states; exit code 1 if the cluster does not run."""
+    from streamtable.platform import spark_cluster_daemon
+
+    info: dict[str, Any] = spark_cluster_daemon.status()
+    if as_json:
+        click.echo(json.dumps(info, indent=2, sort_keys=True))
+    elif info["running"]:
+        answers = "" if info["answers"] else ", web UI does NOT answer"
+        click.echo(
+            f"running: spark.master={info['master_url']}, master pid {info['master_pid']}, "
+            f"web UI {info['webui_url']}{answers}"
+        )
+        for w in info["workers"]:
+            pid = f"pid {w['pid']}" if w["running"] else "process not running"
+            click.echo(
+                f"worker {w['index']}: {w['state']} at 127.0.0.1:{w['port']} "
+                f"({w['cores'] or '?'} core(s), {w['memory_mib'] or '?'} MiB; {pid})"
+            )
+        if info.get("active_apps"):
+            click.echo("applications: " + ", ".join(map(str, info["active_apps"])))
+        click.echo(f"logs: {info['directory']}")
+    else:
+        click.echo("not running")
+    if not info["running"]:
+        raise SystemExit(1)
+
+
 # --------------------------------------------------------------------------- topologies
 def _config_pairs(pairs: tuple[str, ...]) -> dict[str, str]:
     out = {}

@@ -5,7 +5,9 @@
 captures the server's row changes into Kafka topics; :func:`debezium_postgres_config` builds
 that connector's configuration.  ``streamtable postgres`` and ``streamtable connect`` run both
 in the background for development (:mod:`~streamtable.platform.postgres_daemon`,
-:mod:`~streamtable.platform.connect_daemon`).  The data-loss audit counts records per
+:mod:`~streamtable.platform.connect_daemon`).  :class:`SparkStandaloneCluster` runs Spark's own
+standalone Master and Workers from the installed PySpark (``streamtable cluster``,
+:mod:`~streamtable.platform.spark_cluster_daemon`).  The data-loss audit counts records per
 partition and minute of event time where they are produced, consumed and sunk
 (:mod:`~streamtable.platform.audit`) and compares the counts (:func:`audit_report`,
 ``streamtable audit``, :func:`audit_topology`).
@@ -16,8 +18,9 @@ from streamtable.platform.audit_compare import AuditReport, WindowAudit, audit_r
 from streamtable.platform.audit_topology import audit_topology
 from streamtable.platform.connect import KafkaConnect
 from streamtable.platform.debezium import debezium_postgres_config
-from streamtable.platform.errors import ConnectError, PostgresError
+from streamtable.platform.errors import ConnectError, PostgresError, SparkClusterError
 from streamtable.platform.postgres import EmbeddedPostgres
+from streamtable.platform.spark_cluster import SparkStandaloneCluster
 
 __all__ = [
     "AuditCounts",
@@ -27,6 +30,8 @@ __all__ = [
     "EmbeddedPostgres",
     "KafkaConnect",
     "PostgresError",
+    "SparkClusterError",
+    "SparkStandaloneCluster",
     "WindowAudit",
     "audit_report",
     "audit_topology",

@@ -13,6 +13,8 @@ from typing import Any
 
 __all__ = [
     "cache_home",
+    "descendants",
+    "kill_tree",
     "pid_alive",
     "pause",
     "read_state",
@@ -146,3 +148,70 @@ def stop_pid(pid: int, *, first_signal: int, grace: float, marker: bytes | None 
         while pid_alive(pid, marker) and time.monotonic() < deadline:
             pause(0.1)
     return True
+
+
+def descendants(root: int) -> list[int]:
+    """Return every process below ``root`` (children, their children, ...), read from ``/proc``.
+
+    Parameters
+    ----------
+    root : int
+        Process id whose descendants are wanted.
+
+    Returns
+    -------
+    list of int
+        Process ids at the time of the call, parents before their children; ``[]`` when
+        ``root`` has none or ``/proc`` cannot be read.
+    """
+    children: dict[int, list[int]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                ppid = int(f.read().decode(errors="replace").rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(name))
+    out: list[int] = []
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def kill_tree(pid: int, *, timeout: float = 30.0) -> list[int]:
+    """SIGKILL process ``pid``, its process group and all its descendants; wait until gone.
+
+    Descendants are collected first, so processes that put themselves in a group of their own
+    (Spark's Python worker daemon does) are killed too.
+
+    Parameters
+    ----------
+    pid : int
+        Root of the tree (its group is killed too when it leads one).
+    timeout : float
+        Seconds to wait for the processes to disappear (zombies of other parents count as
+        gone).
+
+    Returns
+    -------
+    list of int
+        The processes that were signalled (``pid`` first), alive when called.
+    """
+    tree = [p for p in [pid, *descendants(pid)] if pid_alive(p)]
+    for target in tree:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(target, signal.SIGKILL)
+    signal_group(pid, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while any(pid_alive(p) for p in tree) and time.monotonic() < deadline:
+        pause(0.05)
+    return tree

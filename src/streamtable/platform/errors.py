@@ -1,4 +1,4 @@
-"""Errors of the platform services (PostgreSQL, Kafka Connect).
+"""Errors of the platform services (PostgreSQL, Kafka Connect, the Spark standalone cluster).
 
 Missing tools (PostgreSQL binaries, Java, Maven) raise
 :class:`~streamtable.errors.EnvironmentSetupError`, whose message says what to install.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from streamtable.errors import StreamtableError
 
-__all__ = ["ConnectError", "PostgresError"]
+__all__ = ["ConnectError", "PostgresError", "SparkClusterError"]
 
 
 class PostgresError(StreamtableError, RuntimeError):
@@ -23,4 +23,12 @@ class ConnectError(StreamtableError, RuntimeError):
 
     The message carries the REST answer (a connector's or task's trace) or the tail of the
     worker log.
+    """
+
+
+class SparkClusterError(StreamtableError, RuntimeError):
+    """The Spark standalone cluster (Master or a Worker) failed to start, or is not running.
+
+    The message names the process that failed (the master or worker ``i``), its log file and
+    the log's last lines.
     """

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import tempfile
 import threading
@@ -53,6 +54,8 @@ _DEFAULTS: dict[str, str] = {
 _LOCAL_DEFAULTS: dict[str, str] = {
     "spark.python.daemon.module": "streamtable.runtime.worker_daemon",
 }
+#: A standalone master on loopback, e.g. the one of ``streamtable cluster start``.
+_LOOPBACK_MASTER = re.compile(r"^spark://(127\.0\.0\.1|localhost)(:\d+)?$")
 _lock = threading.Lock()
 _KAFKA_SOURCE = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 
@@ -112,6 +115,12 @@ def get_spark(conf: Mapping[str, str] | None = None, log_to: str | None = None) 
             for k, v in _LOCAL_DEFAULTS.items():
                 settings.setdefault(k, v)
             # a local session talks only to itself: keep its RPC and block manager on loopback
+            settings.setdefault("spark.driver.host", "127.0.0.1")
+            settings.setdefault("spark.driver.bindAddress", "127.0.0.1")
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        elif _LOOPBACK_MASTER.match(settings["spark.master"]):
+            # a cluster on this machine's loopback (``streamtable cluster``): its executors
+            # reach the driver there too
             settings.setdefault("spark.driver.host", "127.0.0.1")
             settings.setdefault("spark.driver.bindAddress", "127.0.0.1")
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

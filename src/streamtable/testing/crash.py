@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from streamtable.errors import StreamtableError
+from streamtable.platform._process import descendants as _descendants
 
 
 @dataclass
@@ -194,27 +195,6 @@ def kill_process_tree(proc: subprocess.Popen[Any]) -> None:
         except ProcessLookupError:
             pass
         time.sleep(0.05)
-
-
-def _descendants(root: int) -> list[int]:
-    """Every process below ``root`` (from ``/proc``), at the time of the call."""
-    children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                ppid = int(f.read().decode(errors="replace").rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(name))
-    out: list[int] = []
-    todo = [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
 
 
 def _alive(pid: int) -> bool:

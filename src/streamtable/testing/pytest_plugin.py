@@ -21,6 +21,12 @@ Loaded automatically when streamtable is installed (entry point ``pytest11``). F
     A :class:`~streamtable.platform.KafkaConnect` worker (Debezium's PostgreSQL connector on
     its classpath) writing to the session's embedded broker, started the first time a test
     asks for it.  Tests share it: use connector names of their own, and delete them.
+``spark_cluster`` (session scope)
+    A :class:`~streamtable.platform.SparkStandaloneCluster`: Spark's own Master and two Workers
+    (1 core, 2 GiB each) on 127.0.0.1, started the first time a test asks for it.  Apps reach
+    it with ``"spark.master": spark_cluster.master_url`` and must run in a process of their own
+    (a process has one Spark session, and the test session's is local).  A test that kills a
+    worker restarts it (``restart_worker``) before it ends.
 
 Example (a test module of yours)::
 
@@ -166,6 +172,20 @@ def kafka_connect(_streamtable_broker: Any) -> Iterator[Any]:
 
     with KafkaConnect(_streamtable_broker.bootstrap_servers) as connect:
         yield connect
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One Spark standalone cluster (2 workers x 1 core, 2g) for the whole test session,
+    started lazily; its logs stay in the session's temporary folder.
+    """
+    from streamtable.platform import SparkStandaloneCluster
+
+    folder = tmp_path_factory.mktemp("spark-cluster")
+    with SparkStandaloneCluster(
+        workers=2, cores_per_worker=1, memory_per_worker="2g", directory=folder
+    ) as cluster:
+        yield cluster
 
 
 @pytest.fixture
