@@ -139,3 +139,13 @@ def test_properties_before_start_say_it_is_not_started():
     with pytest.raises(PostgresError, match="is not running"):
         pg.execute("SELECT 1")
     assert "stopped" in repr(pg)
+
+
+def test_free_ports_are_distinct():
+    """The servers started here (a broker's two listeners, a Spark master and its workers)
+    take several ports at once; two separate probes could get the same one from the kernel."""
+    from streamtable.broker._node import free_ports
+
+    for _ in range(50):
+        ports = free_ports(6)
+        assert len(set(ports)) == 6

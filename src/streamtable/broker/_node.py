@@ -70,6 +70,36 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """Return ``count`` distinct TCP ports on ``host`` that were free a moment ago.
+
+    Every probe socket stays bound until all are: two separate :func:`free_port` calls may
+    get the same port from the kernel (a broker's two listeners on one port fail to start).
+
+    Parameters
+    ----------
+    count : int
+        How many ports.
+    host : str
+        Interface to probe; loopback by default.
+
+    Returns
+    -------
+    list of int
+        Distinct port numbers.
+    """
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sockets.append(s)
+            s.bind((host, 0))
+        return [int(s.getsockname()[1]) for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
     """Return whether a server can listen on ``host:port`` right now.
 

@@ -20,7 +20,7 @@ from streamtable.broker._node import (
     broker_classpath,
     default_settings,
     format_all,
-    free_port,
+    free_ports,
     new_cluster_id,
     tail_file,
     voters_string,
@@ -158,8 +158,9 @@ class EmbeddedKafka:
             else:
                 self._dir = Path(tempfile.mkdtemp(prefix="streamtable-kafka-"))
                 self._owns_dir = True
+            ports = free_ports(2 * self._n)
             self._nodes = [
-                KafkaNode(i, self._dir / f"node-{i}", free_port(), free_port())
+                KafkaNode(i, self._dir / f"node-{i}", ports[2 * i], ports[2 * i + 1])
                 for i in range(self._n)
             ]
             voters = voters_string(self._nodes)

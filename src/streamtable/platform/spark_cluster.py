@@ -39,7 +39,7 @@ from datetime import timedelta
 from types import TracebackType
 from typing import Any
 
-from streamtable.broker._node import free_port, port_is_free, tail_file
+from streamtable.broker._node import free_ports, port_is_free, tail_file
 from streamtable.errors import ConfigError, EnvironmentSetupError
 from streamtable.platform._process import descendants, kill_tree, pause, pid_alive, stop_pid
 from streamtable.platform.errors import SparkClusterError
@@ -339,14 +339,14 @@ class SparkStandaloneCluster:
             self._started = True
             try:
                 self._prepare_dir()
-                self._port = self._requested_ports[0] or free_port(self.host)
-                self._webui_port = self._requested_ports[1] or free_port(self.host)
+                ports = free_ports(2 + 2 * self.workers, self.host)
+                self._port = self._requested_ports[0] or ports[0]
+                self._webui_port = self._requested_ports[1] or ports[1]
                 self._master = self._launch(home, "master", self._master_args())
                 self._master_pid = self._master.pid
                 self._wait_master(deadline)
                 self._workers = [
-                    _Worker(i, free_port(self.host), free_port(self.host))
-                    for i in range(self.workers)
+                    _Worker(i, ports[2 + 2 * i], ports[3 + 2 * i]) for i in range(self.workers)
                 ]
                 for worker in self._workers:
                     self._launch_worker(home, worker)
@@ -487,7 +487,7 @@ class SparkStandaloneCluster:
             worker = self._workers[index]
             if worker.pid is not None and pid_alive(worker.pid):
                 raise SparkClusterError(f"Spark worker {index} is still running (pid {worker.pid})")
-            worker.port, worker.webui_port = free_port(self.host), free_port(self.host)
+            worker.port, worker.webui_port = free_ports(2, self.host)
             self._launch_worker(spark_home(), worker)
             self._wait_workers(time.monotonic() + timeout.total_seconds(), timeout.total_seconds())
 
