@@ -22,15 +22,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from streamtable.runtime.progress import kafka_offsets
+from streamtable.runtime.progress import end_offsets, latest_offsets
 
-__all__ = ["BatchFigures", "ProgressReporter", "batch_figures"]
+__all__ = ["ProgressLine", "ProgressReporter", "batch_figures"]
 
 Mode = Literal["live", "lines", "json", "quiet"]
 
 
 @dataclass(frozen=True)
-class BatchFigures:
+class ProgressLine:
     """One query's last completed micro-batch, as the progress line shows it.
 
     Attributes
@@ -89,7 +89,7 @@ def _size(n: int) -> str:
     return f"{value:,.1f} GiB"
 
 
-def batch_figures(progress: Any) -> BatchFigures:
+def batch_figures(progress: Any) -> ProgressLine:
     """The figures of a ``StreamingQueryProgress``.
 
     Parameters
@@ -99,17 +99,13 @@ def batch_figures(progress: Any) -> BatchFigures:
 
     Returns
     -------
-    BatchFigures
+    ProgressLine
     """
-    lag: int | None = None
-    for source in progress.sources or []:
-        latest = kafka_offsets(getattr(source, "latestOffset", None))
-        reached = kafka_offsets(source.endOffset)
-        for tp, newest in latest.items():
-            if tp in reached:
-                lag = (lag or 0) + max(0, newest - reached[tp])
+    latest, reached = latest_offsets(progress), end_offsets(progress)
+    both = latest.keys() & reached.keys()
+    lag = sum(max(0, latest[tp] - reached[tp]) for tp in both) if both else None
     states = progress.stateOperators or []
-    return BatchFigures(
+    return ProgressLine(
         query=str(progress.name or progress.id),
         batch=int(progress.batchId),
         input_records=int(progress.numInputRows or 0),
@@ -149,7 +145,7 @@ class ProgressReporter:
         self._interval = interval_s
         self._seen: dict[str, int] = {}
         self._shown_at: dict[str, float] = {}
-        self._latest: dict[str, BatchFigures] = {}
+        self._latest: dict[str, ProgressLine] = {}
         self._shown_batch: dict[str, int] = {}
         self._live: Any = None
 
@@ -158,7 +154,16 @@ class ProgressReporter:
         if self.mode == "quiet":
             return
         for q in queries:
-            reports = q.recentProgress if self.mode == "json" else [q.lastProgress]
+            reports = [q.lastProgress]
+            last = reports[0]
+            if (
+                self.mode == "json"
+                and last is not None
+                and int(last.batchId) > self._seen.get(str(last.name or last.id), -1) + 1
+            ):
+                # batches completed between two calls: read them from the recent reports
+                # (only then: converting every recent report on each call is costly)
+                reports = q.recentProgress
             for progress in reports:
                 if progress is None:
                     continue

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from streamtable._run_progress import BatchFigures, ProgressReporter, batch_figures
+from streamtable._run_progress import ProgressLine, ProgressReporter, batch_figures
 
 pytestmark = pytest.mark.unit
 
@@ -44,7 +44,7 @@ class Query:
 
 def test_figures_of_a_batch_sum_lag_over_partitions_and_state_over_operators():
     f = batch_figures(progress(7))
-    assert f == BatchFigures(
+    assert f == ProgressLine(
         query="counts",
         batch=7,
         input_records=100,

@@ -161,8 +161,8 @@ def query_checkpoint_positions(query_dir: str | os.PathLike[str]) -> Positions:
     without offsets is ``-``.
     """
     query_dir = Path(query_dir)
-    commits = _batch_ids(query_dir / "commits")
-    for batch in sorted(_batch_ids(query_dir / "offsets") & commits, reverse=True):
+    commits = batch_ids(query_dir / "commits")
+    for batch in sorted(batch_ids(query_dir / "offsets") & commits, reverse=True):
         return batch_positions(query_dir, batch)
     return {}
 
@@ -214,11 +214,11 @@ def pending_batch_records(query_dir: str | os.PathLike[str]) -> int:
         an upper bound when the input does not start at offset 0).
     """
     query_dir = Path(query_dir)
-    offsets = _batch_ids(query_dir / "offsets")
+    offsets = batch_ids(query_dir / "offsets")
     if not offsets:
         return 0
     last = max(offsets)
-    if last in _batch_ids(query_dir / "commits"):
+    if last in batch_ids(query_dir / "commits"):
         return 0
     end = batch_positions(query_dir, last)
     start = batch_positions(query_dir, last - 1) if last > 0 else {}
@@ -255,7 +255,8 @@ def checkpoint_positions(checkpoint_dir: str | os.PathLike[str]) -> Positions:
     return out
 
 
-def _batch_ids(directory: Path) -> set[int]:
+def batch_ids(directory: Path) -> set[int]:
+    """The micro-batch ids with a file in a checkpoint's ``offsets`` or ``commits`` folder."""
     if not directory.is_dir():
         return set()
     return {int(p.name) for p in directory.iterdir() if p.name.isdigit()}

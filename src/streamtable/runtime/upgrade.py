@@ -36,6 +36,7 @@ from streamtable.runtime.checkpoint import (
     read_fingerprint,
     reset_command,
 )
+from streamtable.runtime.starting_offsets import batch_ids
 from streamtable.topology.topology import Topology
 
 __all__ = ["QueryUpgrade", "UpgradeReport", "check_upgrade"]
@@ -105,11 +106,10 @@ class UpgradeReport:
         return "\n".join(lines)
 
 
-def _last_committed_batch(query_dir: Path) -> int | None:
-    """The id of the query's last committed micro-batch (Spark's ``commits/<id>`` files)."""
-    commits = query_dir / "commits"
-    ids = [int(p.name) for p in commits.iterdir() if p.name.isdigit()] if commits.is_dir() else []
-    return max(ids, default=None)
+def _resumes(name: str, query_dir: Path) -> QueryUpgrade:
+    commits = batch_ids(query_dir / "commits")
+    after = f"after batch {max(commits)}" if commits else "no committed batch yet"
+    return QueryUpgrade(name, "resumes", f"from its checkpoint, {after}")
 
 
 def check_upgrade(
@@ -180,9 +180,7 @@ def check_upgrade(
     queries = []
     for name in names:
         if name in existing:
-            batch = _last_committed_batch(existing[name])
-            after = "no committed batch yet" if batch is None else f"after batch {batch}"
-            queries.append(QueryUpgrade(name, "resumes", f"from its checkpoint, {after}"))
+            queries.append(_resumes(name, existing[name]))
             continue
         writes = new_outputs.get(name)
         detail = (
@@ -202,9 +200,7 @@ def check_upgrade(
         queries.append(QueryUpgrade(name, "new", detail))
     for name in sorted(set(existing) - set(names)):
         if name in all_nodes:  # a store-only query of a queryable store
-            batch = _last_committed_batch(existing[name])
-            after = "no committed batch yet" if batch is None else f"after batch {batch}"
-            queries.append(QueryUpgrade(name, "resumes", f"from its checkpoint, {after}"))
+            queries.append(_resumes(name, existing[name]))
             continue
         was = old_outputs.get(name) if isinstance(old_outputs, dict) else None
         queries.append(
