@@ -11,6 +11,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e ".[dev]"
+	# the driver JVM's class data sharing archive: later Spark sessions start seconds sooner
+	-$(BIN)/python -m streamtable.runtime.class_data_sharing
 	touch $@
 
 install: $(VENV)/.installed

@@ -55,7 +55,11 @@ def _job(spec: dict[str, Any]) -> dict[str, Any]:
 
     t0 = time.monotonic()
     cfg = StreamsConfig.from_mapping(spec["config"])
-    spark = get_spark(cfg.spark_conf, log_to=cfg.spark_log_target)
+    spark = get_spark(
+        cfg.spark_conf,
+        log_to=cfg.spark_log_target,
+        class_data_sharing=cfg.class_data_sharing,
+    )
     sc = spark.sparkContext
     deadline = time.monotonic() + 120
     while sc._jsc.sc().getExecutorMemoryStatus().size() - 1 < spec["workers"]:  # minus driver

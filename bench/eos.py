@@ -570,13 +570,11 @@ def child_main(spec: dict[str, Any]) -> int:
     from streamtable import KafkaStreams
     from streamtable.runtime.kafka_admin import KafkaAdmin
     from streamtable.runtime.progress import caught_up
-    from streamtable.runtime.spark import get_spark
     from streamtable.testing._crash_app import crash_topology
 
     app = KafkaStreams(crash_topology(spec["source"], spec["echo"], spec["sums"]), spec["config"])
     _emit("IMPORTED")
-    get_spark(app.config.spark_conf)
-    _emit("SPARK_UP")
+    # start() creates the Spark session, while it checks topics and fences producers
     app.start()
     _emit("STARTED")
     roles = _roles(app, spec["echo"])
@@ -825,7 +823,6 @@ def _recovery(args: argparse.Namespace, bs: str, tmp: Path, keys: int, tag: str)
             "kill_to_restart": rel(t_restart, t_kill),
             "restart_to_python_up": rel(ev.get("PROCESS"), t_restart),
             "restart_to_imported": rel(ev.get("IMPORTED"), t_restart),
-            "restart_to_spark_up": rel(ev.get("SPARK_UP"), t_restart),
             "restart_to_queries_started": rel(ev.get("STARTED"), t_restart),
         },
         "first_batches_after_restart": first_batches,

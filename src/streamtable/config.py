@@ -54,6 +54,14 @@ def _str(key: str, value: object, *, non_empty: bool = True) -> str:
     return value
 
 
+def _bool(key: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ConfigError(f"Config {key!r} expects true or false, got {_type_name(value)} {value!r}")
+
+
 def _int(
     key: str, value: object, *, minimum: int | None = None, allowed: tuple[int, ...] = ()
 ) -> int:
@@ -396,6 +404,7 @@ _KEYS: dict[str, tuple[str, _Parser, Any]] = {
     "streamtable.spark.log": ("spark_log", _str, None),  # None -> <state.dir>/logs/spark.log
     "streamtable.connect.url": ("connect_url", _http_url, None),
     "streamtable.connect.connectors": ("connect_connectors", _names, ()),
+    "streamtable.jvm.class.data.sharing": ("class_data_sharing", _bool, True),
 }
 
 #: Attributes set by a key and by its deprecated ``default.``-prefixed twin -> the key to use.
@@ -584,6 +593,10 @@ class StreamsConfig:
       PySpark's worker messages). The file is appended to. ``"stderr"`` shows it all on the
       console, as plain PySpark does (``streamtable run --log-level``). Applies when this
       process creates the Spark session; a session that already exists keeps its output.
+    - ``streamtable.jvm.class.data.sharing`` (bool; default True): the driver JVM this
+      process starts maps its classes from an archive recorded by an earlier run (HotSpot's
+      class data sharing; a restart's Spark session is up seconds sooner), or records it
+      (:mod:`streamtable.runtime.class_data_sharing`).
     - ``spark.*``:
       Passed to the Spark session as strings (booleans as ``"true"``/``"false"``).
     - ``consumer.*``, ``producer.*``, ``admin.*``:
@@ -643,6 +656,7 @@ class StreamsConfig:
     connect_url: str | None = None
     connect_connectors: tuple[str, ...] = ()
     spark_log: str | None = None
+    class_data_sharing: bool = True
     _spark_conf: tuple[tuple[str, str], ...] = ()
     _consumer_config: tuple[tuple[str, Any], ...] = ()
     _producer_config: tuple[tuple[str, Any], ...] = ()

@@ -108,3 +108,48 @@ def test_a_zombie_task_is_fenced(kafka_broker, topic_name):
     with pytest.raises(StreamsError, match="Committing the transaction"):
         zombie.close()
     assert [v for _, v, _ in read_topic(bs, out_topic)] == [b"retry"]
+
+
+def test_a_restart_fences_the_transactional_ids_the_last_start_recorded(
+    kafka_broker, spark, topic_name, app_config
+):
+    from pathlib import Path
+
+    import pytest
+    from confluent_kafka import KafkaException, Producer
+
+    from streamtable.config import StreamsConfig
+    from streamtable.runtime.fencing import fence_recorded, recorded_ids
+    from streamtable.runtime.task_output import transactional_id
+
+    bs = kafka_broker.bootstrap_servers
+    src, echo, sums = topic_name("in"), topic_name("echo"), topic_name("sums")
+    ensure_topics(bs, {src: 2, echo: 2, sums: 2})
+    cfg = app_config(**{"processing.guarantee": "exactly_once_v2"})
+    app = KafkaStreams(_topology(src, echo, sums), cfg)
+    app.start()
+    app.close()
+    config = StreamsConfig.from_mapping(cfg)
+    ids = recorded_ids(Path(config.checkpoint_dir))
+    # every task number and source-partition slot of every output stage: both sinks and the
+    # changelog of the store Sums
+    slots = {*range(max(config.shuffle_partitions, 2)), f"{src}-0", f"{src}-1"}
+    stages = {stage for stage, _ in ids}
+    assert sorted(stage.split(".", 1)[1] for stage in stages) == ["changelog-Sums", "sink", "sink"]
+    assert ids == {(stage, slot) for stage in stages for slot in slots}
+    # a producer of the last run, its transaction left open (the run was killed)
+    stage, slot = min(ids, key=str)
+    zombie = Producer(
+        {
+            "bootstrap.servers": bs,
+            "transactional.id": transactional_id(config.application_id, stage, slot),
+        }
+    )
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    zombie.produce(echo, key=b"k", value=struct.pack(">q", 1))
+    zombie.flush(30)
+    assert fence_recorded(config) == ids
+    with pytest.raises(KafkaException, match="(?i)fenc"):
+        zombie.commit_transaction(30)
+    assert read_topic(bs, echo) == []  # aborted: nothing visible to read_committed

@@ -40,6 +40,7 @@ __all__ = [
     "cache_root",
     "check_java",
     "java_executable",
+    "java_version_output",
     "maven_executable",
     "pom_path",
     "resolve_jars",
@@ -106,6 +107,14 @@ def _parse_java_version(text: str) -> int | None:
     return major
 
 
+_version_output: dict[str, str] = {}
+
+
+def java_version_output() -> str:
+    """What ``java -version`` printed at the last :func:`check_java` ("" before it ran)."""
+    return _version_output.get(java_executable(), "")
+
+
 def check_java() -> int:
     """Check that a usable Java (17 or newer) is available.
 
@@ -127,6 +136,7 @@ def check_java() -> int:
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise EnvironmentSetupError(f"Java at {java} could not run ({exc}); {_JAVA_HINT}.") from exc
     output = (proc.stderr or "") + (proc.stdout or "")
+    _version_output[java] = output
     version = _parse_java_version(output)
     if proc.returncode != 0 or version is None:
         raise EnvironmentSetupError(

@@ -7,6 +7,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor, wait
 from datetime import timedelta
 from enum import Enum
 from pathlib import Path
@@ -22,6 +23,7 @@ from streamtable.errors import (
 )
 from streamtable.runtime.changelog_topics import ensure_changelog_topics
 from streamtable.runtime.checkpoint import check_fingerprint
+from streamtable.runtime.fencing import fence_recorded, prepare_exactly_once
 from streamtable.runtime.file_sink import file_sink_writer, prepare_file_sink
 from streamtable.runtime.group_offsets import GroupOffsetCommitter
 from streamtable.runtime.kafka_admin import KafkaAdmin
@@ -31,7 +33,7 @@ from streamtable.runtime.progress import ProgressLedger, caught_up, end_offsets
 from streamtable.runtime.repartition_topics import RepartitionPurger, ensure_repartition_topics
 from streamtable.runtime.starting_offsets import pending_batch_records
 from streamtable.runtime.state_lock import StateDirLock
-from streamtable.runtime.task_output import PRODUCER_FATAL, output_spec, prepare_exactly_once
+from streamtable.runtime.task_output import PRODUCER_FATAL, output_spec
 from streamtable.topology.topology import Topology
 
 log = logging.getLogger("streamtable")
@@ -287,29 +289,50 @@ class KafkaStreams:
             collector = MetricsCollector(lambda: self.metrics()["metrics"], cfg.application_id)
             self._metrics_server = MetricsServer(cfg.metrics_address, collector)
             self._metrics_server.start()
-        admin = KafkaAdmin(
-            cfg.bootstrap_servers, timeout_ms=cfg.request_timeout_ms, config=cfg.admin_config
-        )
-        partitions = dict(admin.require_topics(self.topology.source_topics, "Source"))
-        partitions.update(admin.require_topics(self.topology.sink_topics, "Sink"))
-        if cfg.dead_letter_queue_topic is not None:
-            role = "Dead-letter (errors.dead.letter.queue.topic.name)"
-            partitions.update(admin.require_topics([cfg.dead_letter_queue_topic], role))
-        if cfg.audit_topic is not None:
-            admin.require_topics([cfg.audit_topic], "Audit (streamtable.audit.topic)")
-        check_fingerprint(
-            Path(cfg.checkpoint_dir),
-            self.topology,
-            cfg.application_id,
-            bootstrap_servers=cfg.bootstrap_servers,
-            state_dir=cfg.state_dir,
-        )
+        from streamtable.runtime.spark import get_spark
+
+        # the Spark session (a JVM: seconds) starts while the topics and the checkpoint are
+        # checked and, under exactly_once_v2, the last start's producers are fenced
+        pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="streamtable-start")
+        try:
+            session = pool.submit(
+                get_spark,
+                cfg.spark_conf,
+                log_to=cfg.spark_log_target,
+                class_data_sharing=cfg.class_data_sharing,
+            )
+            fencing = (
+                pool.submit(fence_recorded, cfg)
+                if cfg.processing_guarantee == "exactly_once_v2"
+                else None
+            )
+            try:
+                admin = KafkaAdmin(
+                    cfg.bootstrap_servers,
+                    timeout_ms=cfg.request_timeout_ms,
+                    config=cfg.admin_config,
+                )
+                partitions = self._check_topics(admin)
+                check_fingerprint(
+                    Path(cfg.checkpoint_dir),
+                    self.topology,
+                    cfg.application_id,
+                    bootstrap_servers=cfg.bootstrap_servers,
+                    state_dir=cfg.state_dir,
+                )
+            except BaseException:
+                # the session's JVM may still be starting (with this process's output sent
+                # to Spark's log): the error is raised once it is up
+                wait([f for f in (session, fencing) if f is not None])
+                raise
+            spark = session.result()
+            fenced = fencing.result() if fencing is not None else set()
+        finally:
+            pool.shutdown(wait=False)
 
         from streamtable.compiler.frame import CompileContext
         from streamtable.compiler.plan import compile_topology
-        from streamtable.runtime.spark import get_spark
 
-        spark = get_spark(cfg.spark_conf, log_to=cfg.spark_log_target)
         self._spark = spark
         spark.conf.set("spark.sql.shuffle.partitions", str(cfg.shuffle_partitions))
         ctx = CompileContext(spark, cfg, self.topology.graph, topic_partitions=partitions)
@@ -331,6 +354,7 @@ class KafkaStreams:
                     **{t: partitions[t] for t in self.topology.source_topics},
                     **ctx.internal_topics,
                 },
+                fenced,
             )
         self._replayed = sum(
             pending_batch_records(Path(cfg.checkpoint_dir) / plan.name) for plan in plans
@@ -383,6 +407,20 @@ class KafkaStreams:
             target=self._watch, name="streamtable-monitor", daemon=True
         )
         self._monitor.start()
+
+    def _check_topics(self, admin: KafkaAdmin) -> dict[str, int]:
+        """Partition counts of the source, sink and dead-letter topics; raises
+        :class:`MissingSourceTopicError` naming a topic that does not exist.
+        """
+        cfg = self.config
+        partitions = dict(admin.require_topics(self.topology.source_topics, "Source"))
+        partitions.update(admin.require_topics(self.topology.sink_topics, "Sink"))
+        if cfg.dead_letter_queue_topic is not None:
+            role = "Dead-letter (errors.dead.letter.queue.topic.name)"
+            partitions.update(admin.require_topics([cfg.dead_letter_queue_topic], role))
+        if cfg.audit_topic is not None:
+            admin.require_topics([cfg.audit_topic], "Audit (streamtable.audit.topic)")
+        return partitions
 
     def _start_audit(self, admin: KafkaAdmin, partitions: dict[str, int]) -> None:
         """Start the data-loss audit's queries (before the application's: the sink topics'

@@ -21,6 +21,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from streamtable.errors import EnvironmentSetupError
+from streamtable.runtime import class_data_sharing as cds
 from streamtable.runtime.jars import check_java, resolve_jars
 from streamtable.runtime.spark_log import jvm_output_to
 
@@ -57,6 +58,7 @@ _LOCAL_DEFAULTS: dict[str, str] = {
 #: A standalone master on loopback, e.g. the one of ``streamtable cluster start``.
 _LOOPBACK_MASTER = re.compile(r"^spark://(127\.0\.0\.1|localhost)(:\d+)?$")
 _lock = threading.Lock()
+_archive_plan: cds.ArchivePlan | None = None
 _KAFKA_SOURCE = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 
 
@@ -71,7 +73,38 @@ def _has_kafka(spark: SparkSession) -> bool:
         return "spark-sql-kafka" in spark.sparkContext.getConf().get("spark.jars", "")
 
 
-def get_spark(conf: Mapping[str, str] | None = None, log_to: str | None = None) -> SparkSession:
+def current_archive_plan() -> cds.ArchivePlan | None:
+    """What the driver JVM started by :func:`get_spark` does with the class data sharing
+    archive (None: no JVM started by streamtable, or sharing off).
+    """
+    return _archive_plan
+
+
+def _start_python_workers(spark: SparkSession) -> None:
+    """Start the local executor's Python worker daemon and a worker per core, in the
+    background: while the application compiles its topology and its queries plan their first
+    micro-batch, the executor is idle, and the first tasks then find the daemon (with its
+    preloaded modules) and idle workers ready instead of starting them (about 1 s of each
+    first task on 2 cores). Nothing depends on it; a failure is only logged.
+    """
+
+    def same(batches):  # type: ignore[no-untyped-def]
+        yield from batches
+
+    try:
+        sc = spark.sparkContext
+        sc.setLocalProperty("spark.job.description", "streamtable: start Python workers")
+        n = max(1, sc.defaultParallelism)
+        spark.range(0, n, 1, n).mapInArrow(same, "id long").collect()
+    except Exception as e:  # pragma: no cover - best effort
+        log.debug("starting Python workers ahead failed: %s", e)
+
+
+def get_spark(
+    conf: Mapping[str, str] | None = None,
+    log_to: str | None = None,
+    class_data_sharing: bool = True,
+) -> SparkSession:
     """The process's Spark session, created on first use with the Kafka connector on its classpath.
 
     Parameters
@@ -84,6 +117,10 @@ def get_spark(conf: Mapping[str, str] | None = None, log_to: str | None = None) 
         ``streamtable.spark.log``): a file path, appended to; ``"stderr"`` for the console.
         Default: ``<tempdir>/streamtable/logs/spark.log``. See
         :mod:`streamtable.runtime.spark_log`.
+    class_data_sharing : bool, default True
+        When this call creates the session: map the driver JVM's classes from the archive of
+        :mod:`streamtable.runtime.class_data_sharing`, or record it (config key
+        ``streamtable.jvm.class.data.sharing``).
 
     Raises
     ------
@@ -91,6 +128,7 @@ def get_spark(conf: Mapping[str, str] | None = None, log_to: str | None = None) 
         If Java is missing, the connector jars cannot be resolved, or an existing session lacks
         the Kafka connector.
     """
+    global _archive_plan
     log_target = log_to
     with _lock:
         active = SparkSession.getActiveSession()
@@ -124,6 +162,14 @@ def get_spark(conf: Mapping[str, str] | None = None, log_to: str | None = None) 
             settings.setdefault("spark.driver.host", "127.0.0.1")
             settings.setdefault("spark.driver.bindAddress", "127.0.0.1")
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        plan = None
+        key = cds.driver_archive_key() if class_data_sharing else None
+        if key is not None:
+            plan = cds.plan_archive(key)
+            if plan.options:
+                settings["spark.driver.extraJavaOptions"] = " ".join(
+                    [settings["spark.driver.extraJavaOptions"], *plan.options]
+                )
         extra = settings.get("spark.jars", "")
         settings["spark.jars"] = ",".join([str(j) for j in jars] + ([extra] if extra else []))
         # Python workers must run the same interpreter as the driver (same packages).
@@ -137,5 +183,15 @@ def get_spark(conf: Mapping[str, str] | None = None, log_to: str | None = None) 
             log_target = os.path.join(tempfile.gettempdir(), "streamtable", "logs", "spark.log")
         with jvm_output_to(log_target):
             spark = builder.getOrCreate()
+        if plan is not None and plan.recording is not None:
+            plan.register(int(spark.sparkContext._jvm.ProcessHandle.current().pid()))  # type: ignore[attr-defined]
+        _archive_plan = plan
+        if (
+            settings.get("spark.python.daemon.module")
+            == _LOCAL_DEFAULTS["spark.python.daemon.module"]
+        ):
+            threading.Thread(
+                target=_start_python_workers, args=(spark,), name="streamtable-warm-up", daemon=True
+            ).start()
         spark.sparkContext.setLogLevel(settings.get("spark.log.level", "WARN"))
         return spark

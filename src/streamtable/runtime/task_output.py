@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +41,6 @@ from streamtable.errors import StreamsError
 
 if TYPE_CHECKING:
     from streamtable.config import StreamsConfig
-    from streamtable.runtime.kafka_admin import KafkaAdmin
 
 log = logging.getLogger("streamtable")
 
@@ -181,71 +180,6 @@ def _transactional_config(spec: OutputSpec, tid: str) -> dict[str, Any]:
     conf.setdefault("transaction.timeout.ms", 60000)
     conf.update({"transactional.id": tid, "enable.idempotence": True})
     return conf
-
-
-def prepare_exactly_once(
-    admin: KafkaAdmin,
-    config: StreamsConfig,
-    stages: Sequence[str],
-    source_partitions: Mapping[str, int],
-) -> None:
-    """Start-up of an ``exactly_once_v2`` application: marker topic, then fencing.
-
-    Creates the marker topic (compacted: it holds only the writers' epoch probes; the markers
-    themselves are group offsets) and fences every task of every output stage in ``stages``:
-    task numbers ``0 .. max(shuffle partitions, source partitions) - 1`` and the source
-    partition names (``topic-p``) of tasks that read Kafka directly.
-
-    Raises
-    ------
-    StreamtableError
-        If the marker topic cannot be created.
-    StreamsError
-        If a producer cannot be initialized.
-    """
-    admin.ensure_internal_topic(
-        marker_topic(config.application_id), config={"cleanup.policy": "compact"}
-    )
-    numbered = max(config.shuffle_partitions, sum(source_partitions.values()))
-    slots: list[int | str] = list(range(numbered))
-    slots += [f"{t}-{p}" for t, n in source_partitions.items() for p in range(n)]
-    fence_transactions([output_spec(config, stage) for stage in stages], slots)
-
-
-def fence_transactions(specs: Sequence[OutputSpec], slots: Sequence[int | str]) -> None:
-    """Fence the producers of earlier runs and abort their open transactions (on start).
-
-    A run killed mid-transaction leaves it open until ``transaction.timeout.ms``, and
-    ``read_committed`` consumers of its topics wait for it. Kafka Streams initializes its task
-    producers on start, which aborts them; this does the same for every task partition number
-    or slot name in ``slots`` of every exactly-once output stage, in parallel.
-
-    Raises
-    ------
-    StreamsError
-        If a producer cannot be initialized within the stage's timeout.
-    """
-    from concurrent.futures import ThreadPoolExecutor
-
-    from confluent_kafka import Producer
-
-    def fence(spec: OutputSpec, p: int | str) -> None:
-        tid = transactional_id(spec.application_id, spec.stage, p)
-        producer = Producer(_transactional_config(spec, tid))
-        timeout_s = spec.timeout_ms / 1000.0
-        _with_retries(
-            f"init_transactions of {tid!r}",
-            timeout_s,
-            lambda: producer.init_transactions(timeout_s),
-        )
-        producer.flush(0)
-
-    jobs = [(s, p) for s in specs if s.exactly_once for p in slots]
-    if not jobs:
-        return
-    with ThreadPoolExecutor(max_workers=min(16, len(jobs))) as pool:
-        for f in [pool.submit(fence, s, p) for s, p in jobs]:
-            f.result()
 
 
 def close_cached_clients() -> None:

@@ -40,6 +40,8 @@ PRELOAD = (
     "streamtable.compiler.paged.table_kernels",
     "streamtable.compiler.paged.join_kernels",
     "streamtable.compiler.paged.fk_join_kernels",
+    "confluent_kafka",
+    "streamtable.runtime.task_output",
 )
 
 

@@ -158,7 +158,11 @@ class TopologyTestDriver:
         from streamtable.runtime.spark import get_spark
 
         cfg = self.config
-        spark = get_spark(cfg.spark_conf, log_to=cfg.spark_log_target)
+        spark = get_spark(
+            cfg.spark_conf,
+            log_to=cfg.spark_log_target,
+            class_data_sharing=cfg.class_data_sharing,
+        )
         with _lock:
             if id(spark) not in _registered:
                 spark.dataSource.register(DriverTopicSource)

@@ -1,0 +1,48 @@
+"""The class data sharing options work with this machine's Java: a JVM that records writes an
+archive at its exit, and the next JVM maps it (``-Xshare:on`` fails the JVM if it cannot)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from streamtable.runtime import class_data_sharing as cds
+from streamtable.runtime.jars import java_executable
+from streamtable.runtime.spark import current_archive_plan
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_recorded_archive_is_mapped_by_the_next_jvm(tmp_path):
+    java = java_executable()
+    key = cds.driver_archive_key()
+    if key is None:
+        pytest.skip("this Java cannot share classes dynamically (not HotSpot 13+)")
+    record = cds.plan_archive(key, tmp_path)
+    assert record.recording is not None
+    proc = subprocess.Popen(
+        [java, *record.options, "-version"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    record.register(proc.pid)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    use = cds.plan_archive(key, tmp_path)
+    archive = tmp_path / f"{key}.jsa"
+    assert archive.is_file() and archive.stat().st_size > 0
+    assert use.recording is None
+    proc = subprocess.run(
+        [java, *[o for o in use.options if o != "-Xshare:auto"], "-Xshare:on", "-version"],
+        capture_output=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+
+
+def test_the_test_sessions_driver_jvm_took_the_options(spark):
+    plan = current_archive_plan()
+    if plan is None:
+        pytest.skip("this session's JVM was not started by get_spark with sharing on")
+    options = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+    args = set(options.getInputArguments())
+    assert set(plan.options) <= args

@@ -1,0 +1,107 @@
+"""The driver JVM's class data sharing archive: when a JVM records it, maps it, or does neither."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from streamtable.runtime import class_data_sharing as cds
+
+pytestmark = pytest.mark.unit
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_without_an_archive_the_jvm_records_one_at_its_exit(tmp_path):
+    plan = cds.plan_archive("k1", tmp_path)
+    assert plan.recording is not None and plan.recording.parent == tmp_path
+    assert f"-XX:ArchiveClassesAtExit={plan.recording}" in plan.options
+    assert not any(o.startswith("-XX:SharedArchiveFile") for o in plan.options)
+
+
+def test_a_finished_recording_is_moved_into_place_and_mapped_by_the_next_jvm(tmp_path):
+    plan = cds.plan_archive("k1", tmp_path)
+    plan.register(_dead_pid())
+    assert plan.recording is not None
+    plan.recording.write_bytes(b"archive bytes")  # what the JVM writes when it exits
+    nxt = cds.plan_archive("k1", tmp_path)
+    final = tmp_path / "k1.jsa"
+    assert final.read_bytes() == b"archive bytes"
+    assert nxt.recording is None
+    assert f"-XX:SharedArchiveFile={final}" in nxt.options and "-Xshare:auto" in nxt.options
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k1.jsa"]
+
+
+def test_while_a_jvm_records_others_neither_record_nor_map(tmp_path):
+    plan = cds.plan_archive("k1", tmp_path)
+    plan.register(os.getpid())  # a live process
+    assert cds.plan_archive("k1", tmp_path).options == ()
+    # another key is another archive
+    assert cds.plan_archive("k2", tmp_path).recording is not None
+
+
+def test_a_recording_that_wrote_nothing_is_not_tried_again(tmp_path):
+    plan = cds.plan_archive("k1", tmp_path)
+    plan.register(_dead_pid())  # killed, or no base archive: no file
+    assert cds.plan_archive("k1", tmp_path).options == ()
+    assert (tmp_path / "k1.failed").exists()
+    assert cds.plan_archive("k1", tmp_path).options == ()
+
+
+def test_an_unreadable_marker_counts_as_a_dead_recorder(tmp_path):
+    plan = cds.plan_archive("k1", tmp_path)
+    assert plan.recording is not None
+    plan.recording.with_suffix(".json").write_text("{not json")
+    plan.recording.write_bytes(b"x")
+    assert cds.plan_archive("k1", tmp_path).options[0] == (
+        f"-XX:SharedArchiveFile={tmp_path / 'k1.jsa'}"
+    )
+
+
+def test_a_folder_that_cannot_be_made_turns_sharing_off(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert cds.plan_archive("k1", blocker / "cds").options == ()
+
+
+def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("STREAMTABLE_CDS_CACHE", str(tmp_path / "x"))
+    assert cds.cache_dir() == tmp_path / "x"
+    monkeypatch.delenv("STREAMTABLE_CDS_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert cds.cache_dir() == tmp_path / "streamtable" / "cds"
+
+
+def test_the_key_changes_with_spark_jars(tmp_path):
+    (tmp_path / "a.jar").write_bytes(b"1")
+    before = cds.archive_key("java", "17", str(tmp_path))
+    (tmp_path / "a.jar").write_bytes(b"12")
+    assert cds.archive_key("java", "17", str(tmp_path)) != before
+
+
+def test_the_register_marker_names_the_jvm(tmp_path):
+    plan = cds.plan_archive("k1", tmp_path)
+    plan.register(12345)
+    assert plan.recording is not None
+    assert json.loads(plan.recording.with_suffix(".json").read_text())["jvm_pid"] == 12345
+
+
+def test_the_config_key_turns_it_off_and_refuses_other_values():
+    from streamtable.config import StreamsConfig
+    from streamtable.errors import ConfigError
+
+    base = {"application.id": "a", "bootstrap.servers": "x:1"}
+    assert StreamsConfig.from_mapping(base).class_data_sharing is True
+    key = "streamtable.jvm.class.data.sharing"
+    assert StreamsConfig.from_mapping({**base, key: "false"}).class_data_sharing is False
+    assert StreamsConfig.from_mapping({**base, key: False}).class_data_sharing is False
+    with pytest.raises(ConfigError, match=r"'streamtable.jvm.class.data.sharing' expects true or"):
+        StreamsConfig.from_mapping({**base, key: "sometimes"})
