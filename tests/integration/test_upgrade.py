@@ -59,3 +59,47 @@ def test_a_new_sink_restarts_from_the_checkpoints_without_rewriting_the_others(
     assert [(k, struct.unpack(">q", v)[0]) for k, v, _ in after[len(first) :]] == [(b"k0", 9)]
     # the new sink read its input from auto.offset.reset (earliest): all 41 records
     assert len(read_topic(bs, lengths)) == 41
+
+
+def generated(source: str, counts: str, step: bool) -> object:
+    b = StreamsBuilder()
+    counted = b.stream(source, key_serde=S, value_serde=S).group_by_key().count(name="n")
+    out = counted.to_stream()
+    if step:  # version 2: a stateless step after the aggregation shifts the sink's name
+        out = out.map_values(lambda v: v * 10)
+    out.to(counts, value_serde=Serdes.long())  # a generated sink name
+    return b.build()
+
+
+def test_a_step_after_an_aggregation_keeps_its_state_though_the_sink_name_changes(
+    kafka_broker, topic_name, app_config
+):
+    from _support import ensure_topics, produce_values, read_topic
+    from streamtable.runtime.checkpoint import query_outputs
+
+    bs = kafka_broker.bootstrap_servers
+    source, counts = topic_name("in"), topic_name("counts")
+    ensure_topics(bs, {source: 2, counts: 1})
+    config = app_config()
+    produce_values(bs, source, [(f"k{i % 4}", "x") for i in range(20)])
+    v1, v2 = generated(source, counts, False), generated(source, counts, True)
+    (old_name,), (new_name,) = list(query_outputs(v1)), list(query_outputs(v2))
+    assert old_name != new_name
+    with KafkaStreams(v1, config) as app:
+        app.start()
+        app.await_caught_up(timeout=timedelta(minutes=3))
+    first = read_topic(bs, counts)
+    assert first
+
+    report = check_upgrade(v2, StreamsConfig.from_mapping(config))
+    assert [(q.name, q.action) for q in report.queries] == [(new_name, "resumes")]
+
+    produce_values(bs, source, [("k1", "y")])
+    with KafkaStreams(v2, config) as app:
+        app.start()
+        app.await_caught_up(timeout=timedelta(minutes=3))
+        assert [q.name for q in app.queries] == [f"{config['application.id']}-{new_name}"]
+    # the count of k1 went on from its state (5 -> 6, times 10), nothing else was written
+    after = read_topic(bs, counts)
+    assert after[: len(first)] == first
+    assert [(k, struct.unpack(">q", v)[0]) for k, v, _ in after[len(first) :]] == [(b"k1", 60)]

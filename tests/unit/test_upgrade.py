@@ -97,27 +97,74 @@ def test_a_new_sink_is_a_new_query_reading_from_auto_offset_reset(tmp_path):
     assert [q.action for q in report.queries].count("resumes") == 2
 
 
-def test_a_step_before_a_generated_sink_name_makes_it_new_and_says_to_name_the_sink(tmp_path):
+def test_a_step_before_a_generated_sink_name_takes_over_the_old_checkpoint(tmp_path):
     v1 = version()
     old_counts_sink = query_names(v1)[0]
     ran(tmp_path, v1, dict.fromkeys(query_names(v1), 3))
     v2 = version(step_before_sink=True)
     report = check_upgrade(v2, config(tmp_path))
     assert report.compatible  # same stateful operators: Spark's state is reused
-    by_action = {q.action: q for q in report.queries if q.name != "copy-sink"}
-    assert by_action["new"].name == query_names(v2)[0] != old_counts_sink
-    assert (
-        f"it writes what query {old_counts_sink!r} wrote, whose generated name changed: "
-        "name the sink (to(topic, name=...)) to keep one checkpoint across versions"
-    ) in by_action["new"].detail
-    assert by_action["unused"] == QueryUpgrade(
-        old_counts_sink,
-        "unused",
-        "no query of this version has it (it wrote topic counts); it stays on disk until the "
-        "next reset",
+    new_counts_sink = query_names(v2)[0]
+    assert new_counts_sink != old_counts_sink
+    assert report.queries == (
+        QueryUpgrade(
+            new_counts_sink,
+            "resumes",
+            f"from the checkpoint of query {old_counts_sink!r} (it wrote the same topic counts; "
+            "its generated name changed), after batch 3",
+        ),
+        QueryUpgrade("copy-sink", "resumes", "from its checkpoint, after batch 3"),
     )
     text = report.text()
     assert text.splitlines()[0].endswith("compatible; a restart resumes from the checkpoints.")
+
+
+def test_a_checkpoint_with_an_interrupted_batch_is_not_taken_over(tmp_path):
+    v1 = version()
+    old_counts_sink = query_names(v1)[0]
+    ran(tmp_path, v1, dict.fromkeys(query_names(v1), 3))
+    # batch 4 started (offsets written) but never committed
+    pending = Path(config(tmp_path).checkpoint_dir) / old_counts_sink / "offsets" / "4"
+    pending.write_text('v1\n{"batchWatermarkMs":0}\n{"events":{"0":10}}')
+    report = check_upgrade(version(step_before_sink=True), config(tmp_path))
+    by_action = {q.action: q for q in report.queries if q.name != "copy-sink"}
+    assert by_action["new"].detail.endswith(
+        f"; it writes what query {old_counts_sink!r} wrote, but that checkpoint holds an "
+        "interrupted micro-batch: restart the previous version once first"
+    )
+    assert by_action["unused"].name == old_counts_sink
+
+
+def test_renamed_queries_needs_one_writer_of_the_output_in_each_version():
+    from streamtable.runtime.checkpoint_adoption import renamed_queries
+
+    existing = ["old-a", "old-b"]
+    # two old queries wrote the topic: ambiguous
+    assert (
+        renamed_queries(
+            existing, ["new"], {"old-a": "topic t", "old-b": "topic t"}, {"new": "topic t"}
+        )
+        == {}
+    )
+    # two new queries write it: ambiguous
+    assert (
+        renamed_queries(
+            existing, ["n1", "n2"], {"old-a": "topic t"}, {"n1": "topic t", "n2": "topic t"}
+        )
+        == {}
+    )
+    # a foreach has no identity
+    assert renamed_queries(existing, ["new"], {"old-a": "foreach"}, {"new": "foreach"}) == {}
+    # the old query still exists under its name: it keeps its checkpoint
+    assert (
+        renamed_queries(
+            existing, ["old-a", "new"], {"old-a": "topic t"}, {"old-a": "topic u", "new": "topic t"}
+        )
+        == {}
+    )
+    assert renamed_queries(existing, ["new"], {"old-a": "files /x"}, {"new": "files /x"}) == {
+        "new": "old-a"
+    }
 
 
 def test_a_changed_stateful_operator_is_incompatible_with_the_reset_command(tmp_path):

@@ -22,7 +22,8 @@ from streamtable.errors import (
     StreamsTimeoutError,
 )
 from streamtable.runtime.changelog_topics import ensure_changelog_topics
-from streamtable.runtime.checkpoint import check_fingerprint
+from streamtable.runtime.checkpoint import check_fingerprint, read_fingerprint
+from streamtable.runtime.checkpoint_adoption import adopt_renamed_checkpoints
 from streamtable.runtime.fencing import fence_recorded, prepare_exactly_once
 from streamtable.runtime.file_sink import file_sink_writer, prepare_file_sink
 from streamtable.runtime.group_offsets import GroupOffsetCommitter
@@ -313,6 +314,7 @@ class KafkaStreams:
                     config=cfg.admin_config,
                 )
                 partitions = self._check_topics(admin)
+                last_version = read_fingerprint(Path(cfg.checkpoint_dir))
                 check_fingerprint(
                     Path(cfg.checkpoint_dir),
                     self.topology,
@@ -337,6 +339,10 @@ class KafkaStreams:
         spark.conf.set("spark.sql.shuffle.partitions", str(cfg.shuffle_partitions))
         ctx = CompileContext(spark, cfg, self.topology.graph, topic_partitions=partitions)
         plans = compile_topology(self.topology, ctx)
+        if last_version is not None:
+            adopt_renamed_checkpoints(
+                Path(cfg.checkpoint_dir), last_version, self.topology, [p.name for p in plans]
+            )
         self._metric_names = list(ctx.metric_names)
         ensure_repartition_topics(admin, ctx.internal_topics)
         ensure_changelog_topics(admin, ctx.changelogs)

@@ -18,9 +18,10 @@ Compatible changes (Spark's own rules for a restart from a checkpoint, which str
 fingerprint follows): a changed user function (``map_values``, a predicate, an aggregator's
 body) with the same state schema, a stateless step after a stateful one, a new sink, a removed
 sink. Queries are named after their terminal node: a generated name
-(``KSTREAM-SINK-0000000007``) changes when a node is added before it, which makes the query new
-— name the sinks (``to(topic, name=...)``) so that their checkpoints survive such edits, as
-Kafka Streams advises for its own generated names.
+(``KSTREAM-SINK-0000000007``) changes when a node is added before it; the query with the new
+name then takes over the checkpoint of the one that wrote the same output
+(:mod:`streamtable.runtime.checkpoint_adoption`). Naming the sinks (``to(topic, name=...)``)
+keeps the names stable outright, as Kafka Streams advises for its own generated names.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from streamtable.runtime.checkpoint import (
     read_fingerprint,
     reset_command,
 )
-from streamtable.runtime.starting_offsets import batch_ids
+from streamtable.runtime.checkpoint_adoption import renamed_queries
+from streamtable.runtime.starting_offsets import batch_ids, pending_batch_records
 from streamtable.topology.topology import Topology
 
 __all__ = ["QueryUpgrade", "UpgradeReport", "check_upgrade"]
@@ -175,30 +177,41 @@ def check_upgrade(
     existing = {
         p.name: p for p in checkpoint_dir.iterdir() if p.is_dir() and (p / "offsets").is_dir()
     }
-    old_outputs = stored.get("queries") or {}
+    old_outputs = stored.get("queries")
+    old_outputs = old_outputs if isinstance(old_outputs, dict) else {}
     new_outputs = query_outputs(topology)
+    renamed = renamed_queries(existing, names, old_outputs, new_outputs)
+    taken = {old for old in renamed.values() if not pending_batch_records(existing[old])}
     queries = []
     for name in names:
         if name in existing:
             queries.append(_resumes(name, existing[name]))
+            continue
+        old = renamed.get(name)
+        if old in taken:
+            commits = batch_ids(existing[old] / "commits")
+            after = f"after batch {max(commits)}" if commits else "no committed batch yet"
+            queries.append(
+                QueryUpgrade(
+                    name,
+                    "resumes",
+                    f"from the checkpoint of query {old!r} (it wrote the same "
+                    f"{old_outputs[old]}; its generated name changed), {after}",
+                )
+            )
             continue
         writes = new_outputs.get(name)
         detail = (
             f"no checkpoint: reads its input from auto.offset.reset="
             f"{config.auto_offset_reset!r}" + (f" and writes {writes} from there" if writes else "")
         )
-        renamed = [
-            old
-            for old, out in (old_outputs.items() if isinstance(old_outputs, dict) else [])
-            if out == writes and old in existing and old not in names
-        ]
-        if renamed:
+        if old is not None:
             detail += (
-                f"; it writes what query {renamed[0]!r} wrote, whose generated name changed: "
-                "name the sink (to(topic, name=...)) to keep one checkpoint across versions"
+                f"; it writes what query {old!r} wrote, but that checkpoint holds an "
+                "interrupted micro-batch: restart the previous version once first"
             )
         queries.append(QueryUpgrade(name, "new", detail))
-    for name in sorted(set(existing) - set(names)):
+    for name in sorted(set(existing) - set(names) - taken):
         if name in all_nodes:  # a store-only query of a queryable store
             queries.append(_resumes(name, existing[name]))
             continue
