@@ -39,10 +39,13 @@ def test_a_recorded_archive_is_mapped_by_the_next_jvm(tmp_path):
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
 
 
-def test_the_test_sessions_driver_jvm_took_the_options(spark):
+def test_the_test_sessions_driver_jvm_takes_the_options_and_shares_classes(spark):
     plan = current_archive_plan()
-    if plan is None:
-        pytest.skip("this session's JVM was not started by get_spark with sharing on")
-    options = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
-    args = set(options.getInputArguments())
+    if plan is None or not plan.options:
+        pytest.skip("this session's JVM was started without class data sharing options")
+    jvm = spark.sparkContext._jvm
+    args = set(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
     assert set(plan.options) <= args
+    vm_info = jvm.java.lang.System.getProperty("java.vm.info")
+    if plan.recording is None:  # an archive exists: the JVM mapped it (else it says "mixed mode")
+        assert "sharing" in vm_info, vm_info

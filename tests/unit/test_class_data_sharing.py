@@ -13,6 +13,9 @@ from streamtable.runtime import class_data_sharing as cds
 
 pytestmark = pytest.mark.unit
 
+#: the header of a complete dynamic archive (HotSpot's magic), then anything
+ARCHIVE = (0xF00BABA8).to_bytes(4, "little") + b"archive bytes"
+
 
 def _dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
@@ -31,36 +34,68 @@ def test_a_finished_recording_is_moved_into_place_and_mapped_by_the_next_jvm(tmp
     plan = cds.plan_archive("k1", tmp_path)
     plan.register(_dead_pid())
     assert plan.recording is not None
-    plan.recording.write_bytes(b"archive bytes")  # what the JVM writes when it exits
+    plan.recording.write_bytes(ARCHIVE)  # what the JVM writes when it exits
     nxt = cds.plan_archive("k1", tmp_path)
     final = tmp_path / "k1.jsa"
-    assert final.read_bytes() == b"archive bytes"
+    assert final.read_bytes() == ARCHIVE
     assert nxt.recording is None
     assert f"-XX:SharedArchiveFile={final}" in nxt.options and "-Xshare:auto" in nxt.options
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k1.jsa"]
 
 
 def test_while_a_jvm_records_others_neither_record_nor_map(tmp_path):
-    plan = cds.plan_archive("k1", tmp_path)
-    plan.register(os.getpid())  # a live process
+    plan = cds.plan_archive("k1", tmp_path)  # this process stands for its JVM until it runs
+    assert plan.recording is not None
     assert cds.plan_archive("k1", tmp_path).options == ()
     # another key is another archive
     assert cds.plan_archive("k2", tmp_path).recording is not None
 
 
-def test_a_recording_that_wrote_nothing_is_not_tried_again(tmp_path):
+def test_a_recorder_killed_before_or_while_writing_leaves_nothing_and_the_next_start_records(
+    tmp_path,
+):
     plan = cds.plan_archive("k1", tmp_path)
-    plan.register(_dead_pid())  # killed, or no base archive: no file
-    assert cds.plan_archive("k1", tmp_path).options == ()
-    assert (tmp_path / "k1.failed").exists()
-    assert cds.plan_archive("k1", tmp_path).options == ()
+    plan.register(_dead_pid())  # killed: no file
+    again = cds.plan_archive("k1", tmp_path)
+    assert again.recording is not None and again.recording != plan.recording
+    again.register(_dead_pid())
+    assert again.recording is not None
+    again.recording.write_bytes(bytes(64))  # killed while writing: the header is still zeros
+    third = cds.plan_archive("k1", tmp_path)
+    assert third.recording is not None
+    assert not (tmp_path / "k1.jsa").exists()
+    assert not again.recording.exists()
+
+
+def test_a_reused_pid_is_not_taken_for_the_recording_jvm(tmp_path):
+    plan = cds.plan_archive("k1", tmp_path)
+    assert plan.recording is not None
+    plan.register(os.getpid())  # alive, but its command line does not name the recording
+    plan.recording.write_bytes(ARCHIVE)
+    assert cds.plan_archive("k1", tmp_path).options[0].startswith("-XX:SharedArchiveFile=")
+
+
+def test_a_recording_nobody_marked_is_removed_when_old(tmp_path):
+    stray = tmp_path / "k1.1-2.recording"
+    stray.write_bytes(ARCHIVE)
+    cds.plan_archive("k1", tmp_path)
+    assert stray.exists()  # young: its JVM may still run
+    os.utime(stray, (0, 0))
+    cds.plan_archive("k2", tmp_path)
+    assert stray.exists()  # another key's start leaves it
+    cds.plan_archive("k1", tmp_path)
+    assert not stray.exists()
+
+
+def test_no_sharing_for_a_cache_path_with_whitespace(tmp_path):
+    assert cds.plan_archive("k1", tmp_path / "my cache").options == ()
 
 
 def test_an_unreadable_marker_counts_as_a_dead_recorder(tmp_path):
     plan = cds.plan_archive("k1", tmp_path)
     assert plan.recording is not None
     plan.recording.with_suffix(".json").write_text("{not json")
-    plan.recording.write_bytes(b"x")
+    plan.recording.write_bytes(ARCHIVE)
     assert cds.plan_archive("k1", tmp_path).options[0] == (
         f"-XX:SharedArchiveFile={tmp_path / 'k1.jsa'}"
     )

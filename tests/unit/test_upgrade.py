@@ -119,20 +119,60 @@ def test_a_step_before_a_generated_sink_name_takes_over_the_old_checkpoint(tmp_p
     assert text.splitlines()[0].endswith("compatible; a restart resumes from the checkpoints.")
 
 
-def test_a_checkpoint_with_an_interrupted_batch_is_not_taken_over(tmp_path):
+def test_under_exactly_once_an_interrupted_batch_blocks_the_take_over(tmp_path):
     v1 = version()
     old_counts_sink = query_names(v1)[0]
     ran(tmp_path, v1, dict.fromkeys(query_names(v1), 3))
-    # batch 4 started (offsets written) but never committed
-    pending = Path(config(tmp_path).checkpoint_dir) / old_counts_sink / "offsets" / "4"
-    pending.write_text('v1\n{"batchWatermarkMs":0}\n{"events":{"0":10}}')
-    report = check_upgrade(version(step_before_sink=True), config(tmp_path))
-    by_action = {q.action: q for q in report.queries if q.name != "copy-sink"}
-    assert by_action["new"].detail.endswith(
-        f"; it writes what query {old_counts_sink!r} wrote, but that checkpoint holds an "
-        "interrupted micro-batch: restart the previous version once first"
+    # batch 4 started (offsets written, even without new records) but never committed
+    (Path(config(tmp_path).checkpoint_dir) / old_counts_sink / "offsets" / "4").write_text("v1\n{}")
+    v2 = version(step_before_sink=True)
+    at_least_once = check_upgrade(v2, config(tmp_path))
+    assert at_least_once.compatible  # a re-run batch may write twice anyway
+    assert [q.action for q in at_least_once.queries] == ["resumes", "resumes"]
+    eos = check_upgrade(v2, config(tmp_path, **{"processing.guarantee": "exactly_once_v2"}))
+    assert not eos.compatible and eos.reset is None
+    assert eos.changes == (
+        f"query {query_names(v2)[0]} would take over the checkpoint of query {old_counts_sink} "
+        "(same topic counts; its generated name changed), whose last micro-batch was "
+        "interrupted: start the previous version once and stop it after its first "
+        "micro-batch, or name the sink in both versions",
     )
-    assert by_action["unused"].name == old_counts_sink
+    assert "to start over" not in eos.text()
+
+
+def test_start_takes_over_with_a_link_and_the_old_name_is_not_reported_unused(tmp_path):
+    from streamtable.runtime.checkpoint_adoption import adopt_renamed_checkpoints
+
+    v1 = version()
+    old_counts_sink = query_names(v1)[0]
+    ran(tmp_path, v1, dict.fromkeys(query_names(v1), 3))
+    v2 = version(step_before_sink=True)
+    new_counts_sink = query_names(v2)[0]
+    assert adopt_renamed_checkpoints(v2, config(tmp_path)) == {new_counts_sink: old_counts_sink}
+    link = Path(config(tmp_path).checkpoint_dir) / new_counts_sink
+    assert link.is_symlink() and link.resolve().name == old_counts_sink
+    check_fingerprint(Path(config(tmp_path).checkpoint_dir), v2, "app")  # start records v2
+    report = check_upgrade(v2, config(tmp_path))
+    assert [(q.name, q.action) for q in report.queries] == [
+        (new_counts_sink, "resumes"),
+        ("copy-sink", "resumes"),
+    ]
+    # a second start with the same version takes nothing over again
+    assert adopt_renamed_checkpoints(v2, config(tmp_path)) == {}
+
+
+def test_start_refuses_a_take_over_of_an_interrupted_batch_under_exactly_once(tmp_path):
+    from streamtable.errors import TopologyError
+    from streamtable.runtime.checkpoint_adoption import adopt_renamed_checkpoints
+
+    v1 = version()
+    old_counts_sink = query_names(v1)[0]
+    ran(tmp_path, v1, dict.fromkeys(query_names(v1), 3))
+    (Path(config(tmp_path).checkpoint_dir) / old_counts_sink / "offsets" / "4").write_text("v1")
+    eos = config(tmp_path, **{"processing.guarantee": "exactly_once_v2"})
+    with pytest.raises(TopologyError, match=r"last micro-batch was interrupted: under exactly"):
+        adopt_renamed_checkpoints(version(step_before_sink=True), eos)
+    assert not (Path(eos.checkpoint_dir) / query_names(version(step_before_sink=True))[0]).exists()
 
 
 def test_renamed_queries_needs_one_writer_of_the_output_in_each_version():

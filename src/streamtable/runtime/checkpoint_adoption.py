@@ -5,20 +5,22 @@ generated name (``KSTREAM-SINK-0000000005``) shifts when a version adds a node b
 stateless step after an aggregation, say — and the query would then start without a checkpoint:
 its state rebuilt and its output written again from ``auto.offset.reset``. Kafka Streams has no
 such problem there (its state stores and changelogs keep their names), so streamtable follows
-it: on start, a query without a checkpoint **takes over** the checkpoint of the last version's
-query that wrote the same output (``topology.json`` records what each query wrote), when that
-is unambiguous:
+it: on start, before anything else reads the checkpoint, a query without a checkpoint **takes
+over** the checkpoint of the last version's query that wrote the same output (``topology.json``
+records what each query wrote), when that is unambiguous:
 
+- the fingerprint is compatible (the stateful operators are those of the checkpoint);
 - the output is a topic or a file path (not a ``foreach``), written by exactly one query of each
-  version;
-- the old query's name is not a query of the new version;
-- the old checkpoint has no interrupted micro-batch. Under ``exactly_once_v2`` a re-run batch
-  finds its committed output by markers named after the query, so a checkpoint with a pending
-  batch is left alone (logged): restart the previous version once to finish it first.
+  version, and the old query's name is not a query of the new version.
 
-The fingerprint check (:mod:`streamtable.runtime.checkpoint`) has passed by then: the stateful
-operators are those of the checkpoint. ``streamtable upgrade --dry-run`` reports the same
-decisions (:func:`renamed_queries`).
+The new name becomes a symbolic link to the old folder: Spark's operator metadata holds absolute
+paths into it (the state schema files of ``transformWithState``), which stay valid.
+
+Under ``exactly_once_v2`` a checkpoint whose last micro-batch was interrupted is not taken over:
+the re-run batch finds the output it already committed by markers named after the query, and
+under a new name it would write it again. ``start()`` then refuses with what to do (restart the
+previous version once so that it finishes the batch). ``streamtable upgrade --dry-run`` reports
+the same decisions (:func:`renamed_queries`).
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ import os
 from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
-from streamtable.runtime.checkpoint import query_outputs
-from streamtable.runtime.starting_offsets import pending_batch_records
+from streamtable.config import StreamsConfig
+from streamtable.errors import TopologyError
+from streamtable.runtime.checkpoint import fingerprint_changes, query_outputs, read_fingerprint
+from streamtable.runtime.starting_offsets import batch_ids
 from streamtable.topology.topology import Topology
 
 log = logging.getLogger("streamtable")
@@ -76,47 +80,81 @@ def renamed_queries(
     return out
 
 
-def adopt_renamed_checkpoints(
-    checkpoint_dir: Path, stored: Mapping[str, object], topology: Topology, names: Sequence[str]
-) -> dict[str, str]:
-    """Move each taken-over checkpoint folder to its new query's name (see the module).
+def query_names(topology: Topology, config: StreamsConfig) -> list[str]:
+    """The queries ``topology`` runs as (one per terminal node of its sub-topologies), named as
+    ``start()`` names them, without Spark.
 
-    Parameters
-    ----------
-    checkpoint_dir : pathlib.Path
-        ``state.dir/application.id``.
-    stored : mapping
-        The fingerprint the last version recorded (read before this start rewrote it).
-    topology : Topology
-        The new version.
-    names : sequence of str
-        Its queries (the compiled plans' names).
+    Raises
+    ------
+    TopologyError
+        If the topology cannot be cut into sub-topologies.
+    """
+    from streamtable.compiler.plan import terminal_nodes
+    from streamtable.compiler.subtopologies import cut_topology
+
+    graph, _ = cut_topology(
+        topology.graph,
+        config.application_id,
+        default_key_serde=config.default_key_serde,
+        default_value_serde=config.default_value_serde,
+    )
+    return [n.name for n in terminal_nodes(graph.nodes)]
+
+
+def interrupted(query_dir: Path) -> bool:
+    """Whether the checkpoint's last micro-batch started (offsets written) but did not commit;
+    a batch without new records counts (timers and window closes run in those).
+    """
+    offsets = batch_ids(query_dir / "offsets")
+    return bool(offsets) and max(offsets) not in batch_ids(query_dir / "commits")
+
+
+def checkpoint_folders(checkpoint_dir: Path) -> dict[str, Path]:
+    """``{query: its checkpoint folder}`` (a taken-over one is a link to the old folder)."""
+    if not checkpoint_dir.is_dir():
+        return {}
+    return {p.name: p for p in checkpoint_dir.iterdir() if (p / "offsets").is_dir()}
+
+
+def adopt_renamed_checkpoints(topology: Topology, config: StreamsConfig) -> dict[str, str]:
+    """Let each renamed query take over its old checkpoint (see the module).
+
+    Call before the fingerprint of this version is recorded (it reads the last version's).
 
     Returns
     -------
     dict
-        ``{new query: old query}`` of the folders moved.
+        ``{new query: old query}`` of the checkpoints taken over.
+
+    Raises
+    ------
+    TopologyError
+        Under ``exactly_once_v2``, if a checkpoint to take over holds an interrupted
+        micro-batch.
     """
-    old_outputs = stored.get("queries")
-    if not isinstance(old_outputs, dict) or not checkpoint_dir.is_dir():
+    checkpoint_dir = Path(config.checkpoint_dir)
+    stored = read_fingerprint(checkpoint_dir)
+    if stored is None or fingerprint_changes(stored, topology.fingerprint()):
         return {}
-    existing = {p.name for p in checkpoint_dir.iterdir() if (p / "offsets").is_dir()}
-    moved = {}
-    for new, old in renamed_queries(existing, names, old_outputs, query_outputs(topology)).items():
-        pending = pending_batch_records(checkpoint_dir / old)
-        if pending:
-            log.warning(
-                "query %s writes %s, as query %s of the last version did, but does not take "
-                "over its checkpoint: it holds an interrupted micro-batch (%d records). Restart "
-                "the previous version once so that it finishes, then this one; or name the sink "
-                "(to(topic, name=...)) in both.",
-                new,
-                old_outputs[old],
-                old,
-                pending,
+    old_outputs = stored.get("queries")
+    if not isinstance(old_outputs, dict):
+        return {}
+    existing = checkpoint_folders(checkpoint_dir)
+    names = query_names(topology, config)
+    renamed = renamed_queries(existing, names, old_outputs, query_outputs(topology))
+    for new, old in renamed.items():
+        if config.processing_guarantee == "exactly_once_v2" and interrupted(existing[old]):
+            raise TopologyError(
+                f"Query {new} writes {old_outputs[old]}, as query {old} of the last version "
+                "did, and would take over its checkpoint (its generated name changed), but that "
+                "checkpoint's last micro-batch was interrupted: under exactly_once_v2 its re-run "
+                "must keep the query's name. Start the previous version once and stop it after "
+                "its first micro-batch, then start this one; or name the sink in both versions "
+                "(to(topic, name=...))."
             )
-            continue
-        os.rename(checkpoint_dir / old, checkpoint_dir / new)
+    for new, old in renamed.items():
+        target = os.path.basename(os.path.realpath(existing[old]))
+        os.symlink(target, checkpoint_dir / new, target_is_directory=True)
         log.info(
             "query %s takes over the checkpoint of query %s (both write %s; the generated name "
             "changed)",
@@ -124,5 +162,4 @@ def adopt_renamed_checkpoints(
             old,
             old_outputs[old],
         )
-        moved[new] = old
-    return moved
+    return renamed

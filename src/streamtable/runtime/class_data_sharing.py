@@ -1,7 +1,7 @@
 """Class data sharing for the driver JVM: every Spark session after the first starts sooner.
 
 A Spark driver loads and verifies some 15,000 classes before its first micro-batch (session,
-Catalyst, code generation, the streaming engine, the Kafka connector, RocksDB). Measured on 2
+Catalyst, code generation, the streaming engine, RocksDB). Measured on 2
 cores, that is most of a restart: a session took 5.3 s to create and 2.4 s to run its first
 job; with the classes mapped from an archive, 3.2 s and 1.2 s. HotSpot's dynamic class data
 sharing (AppCDS, JEP 350) records the classes a JVM loaded into such an archive when that JVM
@@ -15,11 +15,13 @@ get_spark`), with one archive per Java installation and PySpark version under
 - when the archive exists, the JVM maps it (the JVM itself checks that the archive matches its
   build and class path, and ignores one that does not: never an error, only a slower start);
 - when none exists and no other JVM is recording one, this JVM records its classes and writes
-  ``<key>.<jvm pid>.recording`` when it exits normally (a SIGKILLed JVM writes nothing and
-  the next start records again); the next start moves a finished recording into place. A JVM
-  that records loads classes more slowly (about 3 s more for the first session), once;
-- a recording that left no archive (a JVM without a base archive) is marked ``.failed`` and not
-  tried again for that key.
+  ``<key>.<pid>-<ns>.recording`` when it exits normally; the next start moves a finished
+  recording into place once its header shows a complete archive (a JVM killed while writing,
+  or killed before, leaves nothing usable, and a later start records again). A JVM that
+  records loads classes more slowly (about 3 s more for the first session), once;
+- nothing is done for a Java without HotSpot's base archive (``lib/server/classes.jsa``), for
+  a cache path with whitespace (JVM options are split on it), or when
+  ``spark.driver.extraJavaOptions`` already has class data sharing options of its own.
 
 ``make install`` records the archive ahead of the first run (``python -m
 streamtable.runtime.class_data_sharing``). Turned off with ``streamtable.jvm.class.data.sharing
@@ -81,7 +83,8 @@ def archive_key(java: str, java_version_output: str, spark_jars_dir: str | None)
 
 def driver_archive_key() -> str | None:
     """The archive key of the driver JVM :func:`~streamtable.runtime.spark.get_spark` starts
-    (this Java, this PySpark), or None when this Java cannot share classes dynamically.
+    (this Java, this PySpark), or None when this Java cannot share classes dynamically (not
+    HotSpot 13+, or without a base archive).
 
     Raises
     ------
@@ -97,10 +100,11 @@ def driver_archive_key() -> str | None:
         jars.check_java()
         output = jars.java_version_output()
     feature = jars._parse_java_version(output) or 0
-    if not supports_dynamic_archive(output, feature):
+    java = jars.java_executable()
+    if not supports_dynamic_archive(output, feature) or not has_base_archive(java):
         return None
     spark_jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
-    return archive_key(jars.java_executable(), output, spark_jars)
+    return archive_key(java, output, spark_jars)
 
 
 def supports_dynamic_archive(java_version_output: str, feature: int) -> bool:
@@ -111,17 +115,81 @@ def supports_dynamic_archive(java_version_output: str, feature: int) -> bool:
     >>> supports_dynamic_archive("Eclipse OpenJ9 VM (build openj9-0.43.0)", 17)
     False
     """
-    return feature >= 13 and "openj9" not in java_version_output.lower()
+    text = java_version_output.lower()
+    hotspot = "hotspot" in text or "server vm" in text
+    return feature >= 13 and hotspot and "openj9" not in text
 
 
-def _alive(pid: int) -> bool:
+def has_base_archive(java: str) -> bool:
+    """Whether the Java installation of ``java`` ships HotSpot's base archive, which a
+    dynamic archive extends (``<java.home>/lib/server/classes*.jsa``).
+    """
+    server = Path(os.path.realpath(java)).parent.parent / "lib" / "server"
+    return any(server.glob("classes*.jsa"))
+
+
+#: Options a user may set to manage class data sharing: then streamtable adds none.
+_USER_OPTIONS = (
+    "Xshare",
+    "SharedArchiveFile",
+    "ArchiveClassesAtExit",
+    "AutoCreateSharedArchive",
+    "DumpLoadedClassList",
+)
+
+
+def user_manages_sharing(java_options: str) -> bool:
+    """Whether ``spark.driver.extraJavaOptions`` has class data sharing options of its own.
+
+    >>> user_manages_sharing("-Dx=1 -Xshare:off")
+    True
+    >>> user_manages_sharing("-Dlog4j2.configurationFile=file:/x.properties")
+    False
+    """
+    return any(o in java_options for o in _USER_OPTIONS)
+
+
+#: The first 4 bytes of a complete dynamic archive (HotSpot's CDS_DYNAMIC_ARCHIVE_MAGIC,
+#: little-endian); the JVM writes the header last, so a file cut short has zeros there.
+_DYNAMIC_MAGIC = (0xF00BABA8).to_bytes(4, "little")
+
+
+def _complete(recording: Path) -> bool:
+    try:
+        with open(recording, "rb") as f:
+            return f.read(4) == _DYNAMIC_MAGIC
+    except OSError:
+        return False
+
+
+def _alive(pid: int, needle: str | None) -> bool:
+    """Whether process ``pid`` runs (and, where ``/proc`` tells, has ``needle`` in its command
+    line: a reused pid is another program).
+    """
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
+        pass
+    if needle is None:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return needle.encode() in f.read()
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc here: trust the pid
+        return True
+
+
+def _write_marker(marker: Path, body: dict[str, object]) -> None:
+    tmp = marker.with_name(marker.name + ".tmp")
+    with contextlib.suppress(OSError):
+        tmp.write_text(json.dumps(body))
+        os.replace(tmp, marker)
 
 
 @dataclass(frozen=True)
@@ -144,33 +212,44 @@ class ArchivePlan:
         """Note which JVM records (so later starts wait for it instead of recording again)."""
         if self.recording is None:
             return
-        marker = self.recording.with_suffix(".json")
-        with contextlib.suppress(OSError):
-            marker.write_text(json.dumps({"jvm_pid": jvm_pid, "since": time.time()}))
+        _write_marker(
+            self.recording.with_suffix(".json"),
+            {"jvm_pid": jvm_pid, "since": time.time(), "jvm": True},
+        )
+
+
+#: A recording without a marker (its JVM started outside :func:`plan_archive`'s bookkeeping)
+#: is removed after this long.
+_ORPHAN_AGE_S = 3600.0
 
 
 def _settle(directory: Path, key: str) -> bool:
     """Move finished recordings of ``key`` into place; whether a recording is still running."""
     running = False
     final = directory / f"{key}.jsa"
+    marked = set()
     for marker in directory.glob(f"{key}.*.json"):
         recording = marker.with_suffix(".recording")
+        marked.add(recording)
         try:
-            pid = int(json.loads(marker.read_text())["jvm_pid"])
+            body = json.loads(marker.read_text())
+            pid = int(body["jvm_pid"])
+            needle = recording.name if body.get("jvm") else None
         except (OSError, ValueError, KeyError, TypeError):
-            pid = -1
-        if pid > 0 and _alive(pid):
+            pid, needle = -1, None
+        if _alive(pid, needle):
             running = True
             continue
         with contextlib.suppress(OSError):
-            if recording.is_file() and recording.stat().st_size > 0:
+            if _complete(recording):
                 os.replace(recording, final)
-            elif not final.exists():
-                (directory / f"{key}.failed").touch()
+        for leftover in (marker, recording):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+    for recording in directory.glob(f"{key}.*.recording"):
         with contextlib.suppress(OSError):
-            marker.unlink()
-        with contextlib.suppress(OSError):
-            recording.unlink()
+            if recording not in marked and time.time() - recording.stat().st_mtime > _ORPHAN_AGE_S:
+                recording.unlink()
     return running
 
 
@@ -187,10 +266,12 @@ def plan_archive(key: str, directory: Path | None = None) -> ArchivePlan:
     Returns
     -------
     ArchivePlan
-        No options when the folder cannot be written, another JVM is recording, or an
-        earlier recording failed. Never raises.
+        No options when the folder cannot be written or has whitespace in its path, or
+        another JVM is recording. Never raises.
     """
     directory = directory or cache_dir()
+    if any(c.isspace() for c in str(directory)):
+        return ArchivePlan(())  # the JVM options are split on whitespace
     try:
         directory.mkdir(parents=True, exist_ok=True)
         running = _settle(directory, key)
@@ -199,9 +280,12 @@ def plan_archive(key: str, directory: Path | None = None) -> ArchivePlan:
     final = directory / f"{key}.jsa"
     if final.is_file():
         return ArchivePlan((f"-XX:SharedArchiveFile={final}", "-Xshare:auto", *_QUIET))
-    if running or (directory / f"{key}.failed").exists():
+    if running:
         return ArchivePlan(())
     recording = directory / f"{key}.{os.getpid()}-{time.time_ns()}.recording"
+    # this process stands for the JVM until it runs (register): a JVM that fails to start a
+    # session still writes its recording at exit, which the next start then finds
+    _write_marker(recording.with_suffix(".json"), {"jvm_pid": os.getpid(), "since": time.time()})
     return ArchivePlan((f"-XX:ArchiveClassesAtExit={recording}", *_QUIET), recording)
 
 

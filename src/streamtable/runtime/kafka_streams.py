@@ -22,7 +22,7 @@ from streamtable.errors import (
     StreamsTimeoutError,
 )
 from streamtable.runtime.changelog_topics import ensure_changelog_topics
-from streamtable.runtime.checkpoint import check_fingerprint, read_fingerprint
+from streamtable.runtime.checkpoint import check_fingerprint
 from streamtable.runtime.checkpoint_adoption import adopt_renamed_checkpoints
 from streamtable.runtime.fencing import fence_recorded, prepare_exactly_once
 from streamtable.runtime.file_sink import file_sink_writer, prepare_file_sink
@@ -292,45 +292,23 @@ class KafkaStreams:
             self._metrics_server.start()
         from streamtable.runtime.spark import get_spark
 
-        # the Spark session (a JVM: seconds) starts while the topics and the checkpoint are
-        # checked and, under exactly_once_v2, the last start's producers are fenced
-        pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="streamtable-start")
+        # the Spark session (a JVM: seconds) starts in this thread while another checks the
+        # topics and the checkpoint and, under exactly_once_v2, fences the producers of the
+        # transactional ids the last start recorded (once the checks have passed)
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="streamtable-start")
+        checks = pool.submit(self._check_and_fence)
+        pool.shutdown(wait=False)
         try:
-            session = pool.submit(
-                get_spark,
+            spark = get_spark(
                 cfg.spark_conf,
                 log_to=cfg.spark_log_target,
                 class_data_sharing=cfg.class_data_sharing,
             )
-            fencing = (
-                pool.submit(fence_recorded, cfg)
-                if cfg.processing_guarantee == "exactly_once_v2"
-                else None
-            )
-            try:
-                admin = KafkaAdmin(
-                    cfg.bootstrap_servers,
-                    timeout_ms=cfg.request_timeout_ms,
-                    config=cfg.admin_config,
-                )
-                partitions = self._check_topics(admin)
-                last_version = read_fingerprint(Path(cfg.checkpoint_dir))
-                check_fingerprint(
-                    Path(cfg.checkpoint_dir),
-                    self.topology,
-                    cfg.application_id,
-                    bootstrap_servers=cfg.bootstrap_servers,
-                    state_dir=cfg.state_dir,
-                )
-            except BaseException:
-                # the session's JVM may still be starting (with this process's output sent
-                # to Spark's log): the error is raised once it is up
-                wait([f for f in (session, fencing) if f is not None])
-                raise
-            spark = session.result()
-            fenced = fencing.result() if fencing is not None else set()
-        finally:
-            pool.shutdown(wait=False)
+        except BaseException:
+            # its fencing must not outlive this start (the state directory is released)
+            wait([checks])
+            raise
+        admin, partitions, fenced = checks.result()
 
         from streamtable.compiler.frame import CompileContext
         from streamtable.compiler.plan import compile_topology
@@ -339,10 +317,6 @@ class KafkaStreams:
         spark.conf.set("spark.sql.shuffle.partitions", str(cfg.shuffle_partitions))
         ctx = CompileContext(spark, cfg, self.topology.graph, topic_partitions=partitions)
         plans = compile_topology(self.topology, ctx)
-        if last_version is not None:
-            adopt_renamed_checkpoints(
-                Path(cfg.checkpoint_dir), last_version, self.topology, [p.name for p in plans]
-            )
         self._metric_names = list(ctx.metric_names)
         ensure_repartition_topics(admin, ctx.internal_topics)
         ensure_changelog_topics(admin, ctx.changelogs)
@@ -413,6 +387,29 @@ class KafkaStreams:
             target=self._watch, name="streamtable-monitor", daemon=True
         )
         self._monitor.start()
+
+    def _check_and_fence(self) -> tuple[KafkaAdmin, dict[str, int], set[tuple[str, int | str]]]:
+        """What ``start()`` does besides Spark: check the topics, take over renamed queries'
+        checkpoints, check (and record) the fingerprint, and under ``exactly_once_v2`` fence
+        the transactional ids the last start recorded. Returns the admin client, the topics'
+        partition counts and the fenced ids.
+        """
+        cfg = self.config
+        admin = KafkaAdmin(
+            cfg.bootstrap_servers, timeout_ms=cfg.request_timeout_ms, config=cfg.admin_config
+        )
+        partitions = self._check_topics(admin)
+        # before the fingerprint records this version's queries (it reads the last one's)
+        adopt_renamed_checkpoints(self.topology, cfg)
+        check_fingerprint(
+            Path(cfg.checkpoint_dir),
+            self.topology,
+            cfg.application_id,
+            bootstrap_servers=cfg.bootstrap_servers,
+            state_dir=cfg.state_dir,
+        )
+        fenced = fence_recorded(cfg) if cfg.processing_guarantee == "exactly_once_v2" else set()
+        return admin, partitions, fenced
 
     def _check_topics(self, admin: KafkaAdmin) -> dict[str, int]:
         """Partition counts of the source, sink and dead-letter topics; raises

@@ -9,6 +9,7 @@ Spark accepts it for ``transformWithState`` but not for its built-in aggregation
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -91,13 +92,16 @@ def _start_python_workers(spark: SparkSession) -> None:
     def same(batches):  # type: ignore[no-untyped-def]
         yield from batches
 
+    sc = spark.sparkContext
     try:
-        sc = spark.sparkContext
         sc.setLocalProperty("spark.job.description", "streamtable: start Python workers")
         n = max(1, sc.defaultParallelism)
         spark.range(0, n, 1, n).mapInArrow(same, "id long").collect()
     except Exception as e:  # pragma: no cover - best effort
         log.debug("starting Python workers ahead failed: %s", e)
+    finally:
+        with contextlib.suppress(Exception):
+            sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
 
 
 def get_spark(
@@ -132,6 +136,10 @@ def get_spark(
     log_target = log_to
     with _lock:
         active = SparkSession.getActiveSession()
+        if active is None:  # the active session is per thread: one made in another thread
+            made = SparkSession._instantiatedSession
+            if made is not None and made._sc._jsc is not None:
+                active = made
         if active is not None:
             if not _has_kafka(active):
                 raise EnvironmentSetupError(
@@ -163,7 +171,12 @@ def get_spark(
             settings.setdefault("spark.driver.bindAddress", "127.0.0.1")
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         plan = None
-        key = cds.driver_archive_key() if class_data_sharing else None
+        own_options = settings["spark.driver.extraJavaOptions"]
+        key = (
+            cds.driver_archive_key()
+            if class_data_sharing and not cds.user_manages_sharing(own_options)
+            else None
+        )
         if key is not None:
             plan = cds.plan_archive(key)
             if plan.options:
@@ -184,7 +197,11 @@ def get_spark(
         with jvm_output_to(log_target):
             spark = builder.getOrCreate()
         if plan is not None and plan.recording is not None:
-            plan.register(int(spark.sparkContext._jvm.ProcessHandle.current().pid()))  # type: ignore[attr-defined]
+            try:
+                jvm_pid = int(spark.sparkContext._jvm.ProcessHandle.current().pid())  # type: ignore[attr-defined]
+            except Exception:  # pragma: no cover - the recording stays keyed to this process
+                jvm_pid = os.getpid()
+            plan.register(jvm_pid)
         _archive_plan = plan
         if (
             settings.get("spark.python.daemon.module")

@@ -26,6 +26,7 @@ keeps the names stable outright, as Kafka Streams advises for its own generated 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -37,8 +38,13 @@ from streamtable.runtime.checkpoint import (
     read_fingerprint,
     reset_command,
 )
-from streamtable.runtime.checkpoint_adoption import renamed_queries
-from streamtable.runtime.starting_offsets import batch_ids, pending_batch_records
+from streamtable.runtime.checkpoint_adoption import (
+    checkpoint_folders,
+    interrupted,
+    query_names,
+    renamed_queries,
+)
+from streamtable.runtime.starting_offsets import batch_ids
 from streamtable.topology.topology import Topology
 
 __all__ = ["QueryUpgrade", "UpgradeReport", "check_upgrade"]
@@ -101,7 +107,8 @@ class UpgradeReport:
         if not self.compatible:
             lines = [f"{head}: INCOMPATIBLE with its checkpoints; a restart is refused."]
             lines += [f"  changed: {c}" for c in self.changes]
-            lines.append(f"  to start over: stop every instance, then `{self.reset}`")
+            if self.reset is not None:
+                lines.append(f"  to start over: stop every instance, then `{self.reset}`")
             return "\n".join(lines)
         lines = [f"{head}: compatible; a restart resumes from the checkpoints."]
         lines += [f"  {q.action:<8} {q.name}: {q.detail}" for q in self.queries]
@@ -143,7 +150,6 @@ def check_upgrade(
         If the new version cannot be cut into sub-topologies (the error ``start()`` would
         raise).
     """
-    from streamtable.compiler.plan import terminal_nodes
     from streamtable.compiler.subtopologies import cut_topology
 
     checkpoint_dir = Path(config.checkpoint_dir)
@@ -172,16 +178,33 @@ def check_upgrade(
         default_key_serde=config.default_key_serde,
         default_value_serde=config.default_value_serde,
     )
-    names = [n.name for n in terminal_nodes(graph.nodes)]
+    names = query_names(topology, config)
     all_nodes = {n.name for n in graph.nodes}
-    existing = {
-        p.name: p for p in checkpoint_dir.iterdir() if p.is_dir() and (p / "offsets").is_dir()
-    }
+    existing = checkpoint_folders(checkpoint_dir)
+    # a query that took over an old checkpoint is a link to it: the old name is in use
+    linked = {os.path.basename(os.path.realpath(p)) for n, p in existing.items() if n in names}
     old_outputs = stored.get("queries")
     old_outputs = old_outputs if isinstance(old_outputs, dict) else {}
     new_outputs = query_outputs(topology)
     renamed = renamed_queries(existing, names, old_outputs, new_outputs)
-    taken = {old for old in renamed.values() if not pending_batch_records(existing[old])}
+    if config.processing_guarantee == "exactly_once_v2":
+        blocked = [(n, o) for n, o in renamed.items() if interrupted(existing[o])]
+        if blocked:
+            new, old = blocked[0]
+            return UpgradeReport(
+                **common,
+                first_run=False,
+                compatible=False,
+                changes=(
+                    f"query {new} would take over the checkpoint of query {old} (same "
+                    f"{old_outputs[old]}; its generated name changed), whose last micro-batch "
+                    "was interrupted: start the previous version once and stop it after its "
+                    "first micro-batch, or name the sink in both versions",
+                ),
+                queries=(),
+                reset=None,
+            )
+    taken = set(renamed.values())
     queries = []
     for name in names:
         if name in existing:
@@ -205,13 +228,8 @@ def check_upgrade(
             f"no checkpoint: reads its input from auto.offset.reset="
             f"{config.auto_offset_reset!r}" + (f" and writes {writes} from there" if writes else "")
         )
-        if old is not None:
-            detail += (
-                f"; it writes what query {old!r} wrote, but that checkpoint holds an "
-                "interrupted micro-batch: restart the previous version once first"
-            )
         queries.append(QueryUpgrade(name, "new", detail))
-    for name in sorted(set(existing) - set(names) - taken):
+    for name in sorted(set(existing) - set(names) - taken - linked):
         if name in all_nodes:  # a store-only query of a queryable store
             queries.append(_resumes(name, existing[name]))
             continue
