@@ -39,6 +39,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from streamtable.platform._process import cache_home, pid_alive, write_state
+
 #: Output of the JVM about class data sharing (mismatched archives, classes it skips when
 #: recording) goes nowhere: a mismatched archive only means a slower start.
 _QUIET = ("-Xlog:cds=off", "-Xlog:cds+dynamic=off")
@@ -53,12 +55,7 @@ def cache_dir() -> Path:
         ``$STREAMTABLE_CDS_CACHE``, else ``$XDG_CACHE_HOME/streamtable/cds``, else
         ``~/.cache/streamtable/cds``.
     """
-    override = os.environ.get("STREAMTABLE_CDS_CACHE")
-    if override:
-        return Path(override).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
-    return base / "streamtable" / "cds"
+    return cache_home("STREAMTABLE_CDS_CACHE", "cds")
 
 
 def archive_key(java: str, java_version_output: str, spark_jars_dir: str | None) -> str:
@@ -163,33 +160,10 @@ def _complete(recording: Path) -> bool:
 
 
 def _alive(pid: int, needle: str | None) -> bool:
-    """Whether process ``pid`` runs (and, where ``/proc`` tells, has ``needle`` in its command
-    line: a reused pid is another program).
+    """Whether process ``pid`` runs and, if given, has ``needle`` in its command line (a
+    reused pid is another program).
     """
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    if needle is None:
-        return True
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return needle.encode() in f.read()
-    except FileNotFoundError:
-        return False
-    except OSError:  # no /proc here: trust the pid
-        return True
-
-
-def _write_marker(marker: Path, body: dict[str, object]) -> None:
-    tmp = marker.with_name(marker.name + ".tmp")
-    with contextlib.suppress(OSError):
-        tmp.write_text(json.dumps(body))
-        os.replace(tmp, marker)
+    return pid > 0 and pid_alive(pid, needle.encode() if needle is not None else None)
 
 
 @dataclass(frozen=True)
@@ -212,10 +186,11 @@ class ArchivePlan:
         """Note which JVM records (so later starts wait for it instead of recording again)."""
         if self.recording is None:
             return
-        _write_marker(
-            self.recording.with_suffix(".json"),
-            {"jvm_pid": jvm_pid, "since": time.time(), "jvm": True},
-        )
+        with contextlib.suppress(OSError):
+            write_state(
+                self.recording.with_suffix(".json"),
+                {"jvm_pid": jvm_pid, "since": time.time(), "jvm": True},
+            )
 
 
 #: A recording without a marker (its JVM started outside :func:`plan_archive`'s bookkeeping)
@@ -285,7 +260,8 @@ def plan_archive(key: str, directory: Path | None = None) -> ArchivePlan:
     recording = directory / f"{key}.{os.getpid()}-{time.time_ns()}.recording"
     # this process stands for the JVM until it runs (register): a JVM that fails to start a
     # session still writes its recording at exit, which the next start then finds
-    _write_marker(recording.with_suffix(".json"), {"jvm_pid": os.getpid(), "since": time.time()})
+    with contextlib.suppress(OSError):
+        write_state(recording.with_suffix(".json"), {"jvm_pid": os.getpid(), "since": time.time()})
     return ArchivePlan((f"-XX:ArchiveClassesAtExit={recording}", *_QUIET), recording)
 
 
