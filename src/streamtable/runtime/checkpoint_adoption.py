@@ -34,6 +34,7 @@ from streamtable.config import StreamsConfig
 from streamtable.errors import TopologyError
 from streamtable.runtime.checkpoint import fingerprint_changes, query_outputs, read_fingerprint
 from streamtable.runtime.starting_offsets import batch_ids
+from streamtable.topology.nodes import GraphSnapshot
 from streamtable.topology.topology import Topology
 
 log = logging.getLogger("streamtable")
@@ -80,16 +81,14 @@ def renamed_queries(
     return out
 
 
-def query_names(topology: Topology, config: StreamsConfig) -> list[str]:
-    """The queries ``topology`` runs as (one per terminal node of its sub-topologies), named as
-    ``start()`` names them, without Spark.
+def cut_graph(topology: Topology, config: StreamsConfig) -> GraphSnapshot:
+    """``topology``'s graph cut into sub-topologies as ``start()`` cuts it, without Spark.
 
     Raises
     ------
     TopologyError
         If the topology cannot be cut into sub-topologies.
     """
-    from streamtable.compiler.plan import terminal_nodes
     from streamtable.compiler.subtopologies import cut_topology
 
     graph, _ = cut_topology(
@@ -98,6 +97,15 @@ def query_names(topology: Topology, config: StreamsConfig) -> list[str]:
         default_key_serde=config.default_key_serde,
         default_value_serde=config.default_value_serde,
     )
+    return graph
+
+
+def query_names(graph: GraphSnapshot) -> list[str]:
+    """The queries a cut graph (:func:`cut_graph`) runs as, named as ``start()`` names them:
+    one per terminal node.
+    """
+    from streamtable.compiler.plan import terminal_nodes
+
     return [n.name for n in terminal_nodes(graph.nodes)]
 
 
@@ -140,7 +148,7 @@ def adopt_renamed_checkpoints(topology: Topology, config: StreamsConfig) -> dict
     if not isinstance(old_outputs, dict):
         return {}
     existing = checkpoint_folders(checkpoint_dir)
-    names = query_names(topology, config)
+    names = query_names(cut_graph(topology, config))
     renamed = renamed_queries(existing, names, old_outputs, query_outputs(topology))
     for new, old in renamed.items():
         if config.processing_guarantee == "exactly_once_v2" and interrupted(existing[old]):

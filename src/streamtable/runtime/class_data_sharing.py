@@ -32,14 +32,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from streamtable.platform._process import cache_home, pid_alive, write_state
+from streamtable.platform._process import cache_home, pid_alive, read_state, write_state
 
 #: Output of the JVM about class data sharing (mismatched archives, classes it skips when
 #: recording) goes nowhere: a mismatched archive only means a slower start.
@@ -206,12 +205,12 @@ def _settle(directory: Path, key: str) -> bool:
     for marker in directory.glob(f"{key}.*.json"):
         recording = marker.with_suffix(".recording")
         marked.add(recording)
+        body = read_state(marker) or {}
         try:
-            body = json.loads(marker.read_text())
             pid = int(body["jvm_pid"])
-            needle = recording.name if body.get("jvm") else None
-        except (OSError, ValueError, KeyError, TypeError):
-            pid, needle = -1, None
+        except (KeyError, ValueError, TypeError):
+            pid = -1
+        needle = recording.name if body.get("jvm") else None
         if _alive(pid, needle):
             running = True
             continue

@@ -16,13 +16,12 @@ the record lacked (a new sink, more source partitions).
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from streamtable.platform._process import read_state, write_state
 from streamtable.runtime.task_output import (
     OutputSpec,
     _transactional_config,
@@ -65,19 +64,13 @@ def _fence(jobs: Sequence[tuple[OutputSpec, Slot]]) -> None:
 
 def recorded_ids(checkpoint_dir: Path) -> set[tuple[str, Slot]]:
     """The (stage, slot) pairs the last start recorded (empty: none, or unreadable)."""
+    body = read_state(checkpoint_dir / RECORD_FILE) or {}
     try:
-        body = json.loads((checkpoint_dir / RECORD_FILE).read_text())
-        return {(str(stage), slot) for stage, slot in body["ids"] if isinstance(slot, int | str)}
-    except (OSError, ValueError, KeyError, TypeError):
+        return {
+            (str(stage), slot) for stage, slot in body.get("ids", ()) if isinstance(slot, int | str)
+        }
+    except (ValueError, TypeError):
         return set()
-
-
-def _record(checkpoint_dir: Path, ids: Collection[tuple[str, Slot]]) -> None:
-    path = checkpoint_dir / RECORD_FILE
-    tmp = path.with_suffix(".tmp")
-    with contextlib.suppress(OSError):
-        tmp.write_text(json.dumps({"ids": sorted(ids, key=str)}))
-        os.replace(tmp, path)
 
 
 def fence_recorded(config: StreamsConfig) -> set[tuple[str, Slot]]:
@@ -131,4 +124,5 @@ def prepare_exactly_once(
     done = set(fenced)
     specs = {stage: output_spec(config, stage) for stage in stages}
     _fence([(specs[s], p) for s, p in sorted(ids - done, key=str) if specs[s].exactly_once])
-    _record(Path(config.checkpoint_dir), ids)
+    with contextlib.suppress(OSError):
+        write_state(Path(config.checkpoint_dir) / RECORD_FILE, {"ids": sorted(ids, key=str)})

@@ -40,6 +40,7 @@ from streamtable.runtime.checkpoint import (
 )
 from streamtable.runtime.checkpoint_adoption import (
     checkpoint_folders,
+    cut_graph,
     interrupted,
     query_names,
     renamed_queries,
@@ -115,10 +116,13 @@ class UpgradeReport:
         return "\n".join(lines)
 
 
-def _resumes(name: str, query_dir: Path) -> QueryUpgrade:
+def _after(query_dir: Path) -> str:
     commits = batch_ids(query_dir / "commits")
-    after = f"after batch {max(commits)}" if commits else "no committed batch yet"
-    return QueryUpgrade(name, "resumes", f"from its checkpoint, {after}")
+    return f"after batch {max(commits)}" if commits else "no committed batch yet"
+
+
+def _resumes(name: str, query_dir: Path) -> QueryUpgrade:
+    return QueryUpgrade(name, "resumes", f"from its checkpoint, {_after(query_dir)}")
 
 
 def check_upgrade(
@@ -150,8 +154,6 @@ def check_upgrade(
         If the new version cannot be cut into sub-topologies (the error ``start()`` would
         raise).
     """
-    from streamtable.compiler.subtopologies import cut_topology
-
     checkpoint_dir = Path(config.checkpoint_dir)
     stored = read_fingerprint(checkpoint_dir)
     common = {"application_id": config.application_id, "checkpoint_dir": str(checkpoint_dir)}
@@ -172,13 +174,8 @@ def check_upgrade(
             queries=(),
             reset=command,
         )
-    graph, _ = cut_topology(
-        topology.graph,
-        config.application_id,
-        default_key_serde=config.default_key_serde,
-        default_value_serde=config.default_value_serde,
-    )
-    names = query_names(topology, config)
+    graph = cut_graph(topology, config)
+    names = query_names(graph)
     all_nodes = {n.name for n in graph.nodes}
     existing = checkpoint_folders(checkpoint_dir)
     # a query that took over an old checkpoint is a link to it: the old name is in use
@@ -212,14 +209,12 @@ def check_upgrade(
             continue
         old = renamed.get(name)
         if old in taken:
-            commits = batch_ids(existing[old] / "commits")
-            after = f"after batch {max(commits)}" if commits else "no committed batch yet"
             queries.append(
                 QueryUpgrade(
                     name,
                     "resumes",
                     f"from the checkpoint of query {old!r} (it wrote the same "
-                    f"{old_outputs[old]}; its generated name changed), {after}",
+                    f"{old_outputs[old]}; its generated name changed), {_after(existing[old])}",
                 )
             )
             continue
