@@ -77,10 +77,17 @@ def archive_key(java: str, java_version_output: str, spark_jars_dir: str | None)
     return h.hexdigest()[:20]
 
 
-def driver_archive_key() -> str | None:
+def driver_archive_key(spark_home: str | None = None) -> str | None:
     """The archive key of the driver JVM :func:`~streamtable.runtime.spark.get_spark` starts
     (this Java, this PySpark), or None when this Java cannot share classes dynamically (not
     HotSpot 13+, or without a base archive).
+
+    Parameters
+    ----------
+    spark_home : str, optional
+        The JVM's ``SPARK_HOME`` (default: the installed ``pyspark`` package). Part of the
+        key: the JVM's class path names the jars under it, and an archive maps only for the
+        class path it was recorded with.
 
     Raises
     ------
@@ -99,8 +106,8 @@ def driver_archive_key() -> str | None:
     java = jars.java_executable()
     if not supports_dynamic_archive(output, feature) or not has_base_archive(java):
         return None
-    spark_jars = os.path.join(os.path.dirname(pyspark.__file__), "jars")
-    return archive_key(java, output, spark_jars)
+    home = spark_home or os.path.dirname(pyspark.__file__)
+    return archive_key(java, f"{output}\n{home}", os.path.join(home, "jars"))
 
 
 def supports_dynamic_archive(java_version_output: str, feature: int) -> bool:
@@ -285,8 +292,10 @@ def record_now(timeout_s: float = 120.0) -> Path | None:
 
     from streamtable.errors import StreamsError
     from streamtable.runtime.spark import current_archive_plan, get_spark
+    from streamtable.runtime.spark_home import local_spark_home
 
-    key = driver_archive_key()
+    home = local_spark_home()  # the one get_spark gives the local JVM below
+    key = driver_archive_key(str(home) if home else None)
     if key is None:
         return None
     final = cache_dir() / f"{key}.jsa"

@@ -1,0 +1,77 @@
+"""The local session's Python processes import the installed ``pyspark``, not Spark's archive.
+
+Spark starts a fresh Python process on the driver while planning a ``transformWithStateInPandas``
+query's first micro-batch (to learn its state schemas); with ``$SPARK_HOME/python/lib/pyspark.zip``
+first on its path it would compile PySpark from the archive on every start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pyspark
+import pytest
+
+from streamtable.runtime.spark_home import local_spark_home
+
+pytestmark = pytest.mark.integration
+
+
+def test_the_driver_jvm_runs_from_the_local_spark_home_without_archives(spark):
+    home = local_spark_home()
+    if home is None:
+        pytest.skip("PySpark here is not a pip install with its own archives, or SPARK_HOME is set")
+    jvm = spark.sparkContext._jvm
+    assert jvm.System.getenv("SPARK_HOME") == str(home)
+    python_path = jvm.org.apache.spark.api.python.PythonUtils.sparkPythonPath().split(os.pathsep)
+    assert [p for p in python_path if p.endswith(".zip") and os.path.exists(p)] == []
+    assert "SPARK_HOME" not in os.environ  # only the JVM keeps it
+
+
+def test_state_schema_and_task_processes_import_the_installed_pyspark(spark, tmp_path):
+    if local_spark_home() is None:
+        pytest.skip("PySpark here is not a pip install with its own archives, or SPARK_HOME is set")
+    import pandas as pd
+    from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "a.json").write_text('{"k": "a"}\n{"k": "b"}\n')
+    out = str(seen)
+
+    class Count(StatefulProcessor):
+        def init(self, handle):
+            import pyspark as p
+
+            # the driver's schema process and each task's worker both run init()
+            with open(os.path.join(out, f"{os.getpid()}.json"), "w") as f:
+                json.dump(p.__file__, f)
+            self.n = handle.getValueState("n", StructType([StructField("n", LongType())]))
+
+        def handleInputRows(self, key, rows, timerValues):
+            n = sum(len(r) for r in rows)
+            self.n.update((n,))
+            yield pd.DataFrame({"k": [key[0]], "n": [n]})
+
+        def close(self):
+            pass
+
+    query = (
+        spark.readStream.schema("k string")
+        .json(str(src))
+        .groupBy("k")
+        .transformWithStateInPandas(Count(), "k string, n long", "update", "None")
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination(180)
+    assert query.exception() is None
+    files = {json.loads(p.read_text()) for p in seen.iterdir()}
+    assert len(list(seen.iterdir())) >= 2  # the driver's process and at least one task
+    assert files == {pyspark.__file__}
