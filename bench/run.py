@@ -468,8 +468,11 @@ def bench_flights(spark: Any, bs: str, tmp: Path, repeat: int) -> dict[str, Any]
     )
 
 
-def bench_wordcount(spark: Any, bs: str, tmp: Path, text_mb: float, repeat: int) -> dict[str, Any]:
-    from streamtable.demo import wordcount
+def produce_text(bs: str, in_topic: str, text_mb: float) -> dict[str, Any]:
+    """Generate the synthetic WordCount text and produce it to ``in_topic`` (recreated, 2
+    partitions, one line per record, null keys). Returns ``lines``, ``words``, ``text_mb``,
+    ``produce_s`` and ``expected`` (a Counter of Kafka's ``WordCountDemo`` words).
+    """
     from streamtable.demo._harness import ensure_topics
     from streamtable.demo.flights_data import produce_records
     from streamtable.demo.text import generate_text, java_split_words
@@ -479,23 +482,35 @@ def bench_wordcount(spark: Any, bs: str, tmp: Path, text_mb: float, repeat: int)
     expected: collections.Counter[str] = collections.Counter()
     for line in lines:
         expected.update(java_split_words(line))
-    n_words = sum(expected.values())
     n_bytes = sum(len(s) for s in lines)
-    in_topic = "bench-wordcount"
     ensure_topics(bs, {in_topic: 2}, recreate=True)
     t1 = time.monotonic()
     produce_records(bs, in_topic, ((None, line.encode(), None) for line in lines))
     produce_s = time.monotonic() - t1
-    n_lines = len(lines)
-    del lines
     log.info(
         "wordcount: %d lines, %d words, %.1f MB; generated in %.1f s, produced in %.1f s",
-        n_lines,
-        n_words,
+        len(lines),
+        sum(expected.values()),
         n_bytes / 1e6,
         t1 - t0,
         produce_s,
     )
+    return {
+        "lines": len(lines),
+        "words": sum(expected.values()),
+        "text_mb": round(n_bytes / 1e6, 2),
+        "produce_s": round(produce_s, 2),
+        "expected": expected,
+    }
+
+
+def bench_wordcount(spark: Any, bs: str, tmp: Path, text_mb: float, repeat: int) -> dict[str, Any]:
+    from streamtable.demo import wordcount
+
+    in_topic = "bench-wordcount"
+    text = produce_text(bs, in_topic, text_mb)
+    expected = text["expected"]
+    n_words = text["words"]
 
     def compare(st_records: list, plain_records: list) -> dict[str, Any]:
         a, b = _final_counts(st_records), _final_counts(plain_records)
@@ -527,9 +542,7 @@ def bench_wordcount(spark: Any, bs: str, tmp: Path, text_mb: float, repeat: int)
         agree,
         note="SYNTHETIC text: streamtable.demo.text.generate_text(seed=42), ~500-word Zipf vocabulary",
     )
-    out.update(
-        {"lines": n_lines, "text_mb": round(n_bytes / 1e6, 2), "produce_s": round(produce_s, 2)}
-    )
+    out.update({k: text[k] for k in ("lines", "text_mb", "produce_s")})
     return out
 
 

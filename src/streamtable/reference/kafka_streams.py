@@ -107,6 +107,8 @@ TOPOLOGIES: dict[str, tuple[str, ...]] = {
     # stream_ms ((key, "st:<count>") per key) and wall-clock punctuation every wall_ms
     # (("total", "wall:<sum>"))
     "processor-punctuation": ("input", "output", "stream_ms", "wall_ms"),
+    # Kafka's WordCountDemo; store=rocksdb (default) | memory picks the count's store
+    "wordcount": ("input", "output", "store"),
 }
 
 #: The ``topic`` of a :func:`drive_reference` input entry that advances the driver's wall

@@ -9,7 +9,9 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.Arrays;
 import java.util.HashMap;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
@@ -169,6 +171,7 @@ public final class ReferenceApp {
             case "flights-carrier-seats" -> flightsCarrierSeats(b, p);
             case "windowed-filter-join" -> windowedFilterJoin(b, p);
             case "processor-punctuation" -> processorPunctuation(b, p);
+            case "wordcount" -> wordCount(b, p);
             default -> throw new IllegalArgumentException("unknown topology " + topology);
         }
     }
@@ -460,6 +463,29 @@ public final class ReferenceApp {
                 .count(Materialized.as("user-counts"))
                 .groupBy((user, n) -> KeyValue.pair(String.valueOf(n), user), Grouped.with("histogram", STR, STR))
                 .count(Materialized.as("histogram-store"))
+                .toStream()
+                .to(required(p, "output"), Produced.with(STR, Serdes.Long()));
+    }
+
+    /**
+     * Kafka's WordCountDemo (streams/examples): lines lower-cased and split on non-word
+     * characters, re-keyed by word (a repartition), counted; store=rocksdb (default) or
+     * store=memory picks the count's key-value store.
+     */
+    static void wordCount(StreamsBuilder b, Map<String, String> p) {
+        String store = p.getOrDefault("store", "rocksdb");
+        Materialized<String, Long, KeyValueStore<Bytes, byte[]>> counts;
+        if (store.equals("rocksdb")) {
+            counts = Materialized.as("counts-store");
+        } else if (store.equals("memory")) {
+            counts = Materialized.as(Stores.inMemoryKeyValueStore("counts-store"));
+        } else {
+            throw new IllegalArgumentException("unsupported store=" + store);
+        }
+        b.stream(required(p, "input"), Consumed.with(STR, STR))
+                .flatMapValues(line -> Arrays.asList(line.toLowerCase(Locale.getDefault()).split("\\W+")))
+                .groupBy((key, word) -> word, Grouped.with(STR, STR))
+                .count(counts.withKeySerde(STR).withValueSerde(Serdes.Long()))
                 .toStream()
                 .to(required(p, "output"), Produced.with(STR, Serdes.Long()));
     }
