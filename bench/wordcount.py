@@ -313,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
                 bench(spark, bs, tmp, 0.5, 1, warm)
             result["wordcount"] = bench(spark, bs, tmp, args.text_mb, args.repeat, engines)
             result["machine"] = bench_run.machine_info(spark)
+            # Stop Spark while the broker is still up (cached Kafka producers would retry).
             spark.stop()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -322,5 +323,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(message)s")
     sys.exit(main())

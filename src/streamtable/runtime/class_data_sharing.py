@@ -85,9 +85,9 @@ def driver_archive_key(spark_home: str | None = None) -> str | None:
     Parameters
     ----------
     spark_home : str, optional
-        The JVM's ``SPARK_HOME`` (default: the installed ``pyspark`` package). Part of the
-        key: the JVM's class path names the jars under it, and an archive maps only for the
-        class path it was recorded with.
+        The JVM's ``SPARK_HOME`` (default: ``$SPARK_HOME``, else the installed ``pyspark``
+        package). Part of the key: the JVM's class path names the jars under it, and an
+        archive maps only for the class path it was recorded with.
 
     Raises
     ------
@@ -106,7 +106,7 @@ def driver_archive_key(spark_home: str | None = None) -> str | None:
     java = jars.java_executable()
     if not supports_dynamic_archive(output, feature) or not has_base_archive(java):
         return None
-    home = spark_home or os.path.dirname(pyspark.__file__)
+    home = spark_home or os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
     return archive_key(java, f"{output}\n{home}", os.path.join(home, "jars"))
 
 

@@ -180,7 +180,12 @@ def get_spark(
             settings.setdefault("spark.driver.bindAddress", "127.0.0.1")
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         # local: Spark's Python processes import the installed pyspark (with bytecode)
-        home = local_spark_home() if settings["spark.master"].startswith("local") else None
+        workers_python = settings.get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")
+        home = (
+            local_spark_home(python=workers_python)
+            if settings["spark.master"].startswith("local")
+            else None
+        )
         plan = None
         own_options = settings["spark.driver.extraJavaOptions"]
         key = (
