@@ -12,6 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from streamtable import Topology
+from streamtable.demo import wordcount
 from streamtable.reference import twins
 from streamtable.reference.kafka_streams import TOPOLOGIES, describe_reference
 
@@ -133,6 +134,11 @@ CASES: dict[str, tuple[str, dict[str, str], Callable[[], Topology]]] = {
         "windowed-filter-join",
         {"input": "events", "table": "regions", "output": "out", **WINDOW_PARAMS},
         lambda: twins.windowed_filter_join("events", "regions", "out", **WINDOW),
+    ),
+    "wordcount": (
+        "wordcount",
+        {"input": "lines", "output": "out"},
+        lambda: wordcount.build_topology("lines", "out"),
     ),
 }
 
