@@ -37,9 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -91,7 +89,7 @@ def quix_python() -> Path:
 
 
 def _run_quix(bs: str, out_topic: str, n: int, tmp: Path) -> dict[str, Any]:
-    from streamtable.reference.kafka_streams import _Lag
+    from streamtable.reference.kafka_streams import _Lag, _stop
 
     group = f"bench-quix-{uuid.uuid4().hex[:6]}"
     settings = {
@@ -139,24 +137,13 @@ def _run_quix(bs: str, out_topic: str, n: int, tmp: Path) -> dict[str, Any]:
             time.sleep(0.2)
         t_done = time.monotonic()
     finally:
-        _stop_group(proc)
+        _stop(proc)
         lag.close()
     return {
         "total_s": round(t_done - t0, 3),
         "startup_s": round(t_ready - t0, 3),
         "processing_s": round(t_done - t_ready, 3),
     }
-
-
-def _stop_group(proc: subprocess.Popen[str]) -> None:
-    """SIGTERM the process group, SIGKILL after 20 s."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 # --------------------------------------------------------------------------- the other engines

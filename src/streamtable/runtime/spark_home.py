@@ -28,11 +28,11 @@ import os
 import shutil
 import sys
 import tempfile
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from streamtable.platform._process import cache_home
+from streamtable.runtime.worker_daemon import zip_version_file
 
 #: The folder of the links (``$STREAMTABLE_SPARK_HOME_CACHE`` overrides it).
 _ENV_VAR = "STREAMTABLE_SPARK_HOME_CACHE"
@@ -43,14 +43,6 @@ def installed_spark_home() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).resolve().parent
-
-
-def _zip_version(installed: Path) -> bytes | None:
-    try:
-        with zipfile.ZipFile(installed / "python" / "lib" / "pyspark.zip") as z:
-            return z.read("pyspark/version.py")
-    except (OSError, KeyError, zipfile.BadZipFile):
-        return None
 
 
 def local_spark_home(
@@ -87,7 +79,7 @@ def local_spark_home(
         if python is not None and os.path.abspath(python) != os.path.abspath(sys.executable):
             return None
         installed = installed or installed_spark_home()
-        version = _zip_version(installed)
+        version = zip_version_file(str(installed / "python" / "lib" / "pyspark.zip"))
         if (
             version is None
             or not (installed / "jars").is_dir()

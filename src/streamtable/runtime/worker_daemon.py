@@ -45,7 +45,7 @@ PRELOAD = (
 )
 
 
-def _zip_version_file(path: str) -> bytes | None:
+def zip_version_file(path: str) -> bytes | None:
     """The bytes of ``pyspark/version.py`` inside Spark's ``pyspark.zip``."""
     try:
         with zipfile.ZipFile(path) as z:
@@ -85,7 +85,7 @@ def prefer_installed_pyspark() -> bool:
     rest = [p for p in sys.path if p not in zips]
     if importlib.machinery.PathFinder.find_spec("py4j", rest) is None:
         return False
-    zip_version = _zip_version_file(spark_zip)
+    zip_version = zip_version_file(spark_zip)
     if zip_version is None or zip_version != _installed_version_file(rest):
         return False
     sys.path[:] = rest
