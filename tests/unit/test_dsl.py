@@ -142,7 +142,8 @@ def test_split_routes_to_first_matching_branch():
     [
         (
             lambda s: s.filter(5),
-            r"KStream.filter expects a callable taking \(key, value\); got int 5",
+            r"KStream.filter expects a callable taking \(key, value\) or a column expression "
+            r"\(streamtable.functions, e.g. F.col\(.value.\)\); got int 5",
         ),
         (
             lambda s: s.map_values(lambda k, v: v),

@@ -25,6 +25,7 @@ from streamtable.compiler.lower.process import lower_process
 from streamtable.compiler.lower.record_ops import (
     chain_of,
     convert,
+    lower_chain,
     run_stage,
     stage_ops,
     validated,
@@ -132,7 +133,7 @@ class Lowerer:
             if not ops:  # only identities: the parent's frame as it is
                 return self.lower(chain[0].parents[0], want_key, want_value)
             base = self.lower(chain[0].parents[0])
-            return run_stage(self.ctx, base, ops, want_key=want_key, want_value=want_value)
+            return lower_chain(self.ctx, base, ops, want_key=want_key, want_value=want_value)
         if isinstance(node, MergeNode):
             return lower_merge(self.ctx, [self.lower(p) for p in node.parents])
         if isinstance(node, RepartitionNode):
@@ -199,7 +200,7 @@ class Lowerer:
         if isinstance(parent_node, RecordOpNode) and stage_ops(chain_of(self.nodes, parent_node)):
             chain = chain_of(self.nodes, parent_node)
             base = self.lower(chain[0].parents[0])
-            frame = run_stage(
+            frame = lower_chain(
                 self.ctx,
                 base,
                 stage_ops(chain),

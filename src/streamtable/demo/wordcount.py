@@ -11,26 +11,71 @@ import json
 import struct
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from streamtable import KafkaStreams, Serdes, StreamsBuilder, Topology
 from streamtable.demo.text import java_split_words
+
+if TYPE_CHECKING:
+    from streamtable.dsl.columns import ColumnExpression
 
 INPUT_TOPIC = "streams-plaintext-input"
 OUTPUT_TOPIC = "streams-wordcount-output"
 
 
-def build_topology(input_topic: str = INPUT_TOPIC, output_topic: str = OUTPUT_TOPIC) -> Topology:
-    """The WordCount topology of Kafka's ``WordCountDemo``."""
+def build_topology(
+    input_topic: str = INPUT_TOPIC, output_topic: str = OUTPUT_TOPIC, *, columns: bool = False
+) -> Topology:
+    """The WordCount topology of Kafka's ``WordCountDemo``.
+
+    With ``columns=True`` the tokenizer and the grouping are column expressions
+    (:func:`words_column`, ``F.col("value")``): the same topology and output, run as Spark SQL
+    (a null line then gives no words, where the Python tokenizer fails on it as Java does).
+    """
     builder = StreamsBuilder()
     lines = builder.stream(input_topic, key_serde=Serdes.string(), value_serde=Serdes.string())
-    counts = (
-        lines.flat_map_values(java_split_words)
-        .group_by(lambda _key, word: word, key_serde=Serdes.string())
-        .count(name="counts-store")
-    )
+    if columns:
+        from streamtable import functions as F
+
+        words = lines.flat_map_values(words_column()).group_by(
+            F.col("value"), key_serde=Serdes.string()
+        )
+    else:
+        words = lines.flat_map_values(java_split_words).group_by(
+            lambda _key, word: word, key_serde=Serdes.string()
+        )
+    counts = words.count(name="counts-store")
     counts.to_stream().to(output_topic, key_serde=Serdes.string(), value_serde=Serdes.long())
     return builder.build()
+
+
+def words_column() -> ColumnExpression:
+    r"""``value.toLowerCase().split("\\W+")`` as a column expression: Java's rules exactly, as
+    :func:`~streamtable.demo.text.java_split_words` keeps them (Spark's ``split`` keeps
+    trailing empty strings, Java's drops them: trailing separators are removed first, and a
+    line of only separators gives no words).
+
+    Examples
+    --------
+    >>> words_column()  # doctest: +ELLIPSIS
+    when(((lower(col('value')) != '') & (regexp_replace(...) == '')), array()...
+    """
+    from streamtable import functions as F
+
+    return java_split_column(F, F.col("value"))
+
+
+def java_split_column(functions: Any, line: Any) -> Any:
+    r"""Java's ``line.toLowerCase().split("\\W+")`` with the functions of ``functions``
+    (``pyspark.sql.functions`` or :mod:`streamtable.functions`) over the string column ``line``.
+    """
+    F = functions
+    lower = F.lower(line)
+    trimmed = F.regexp_replace(lower, r"\W+$", "")
+    only_separators = (lower != "") & (trimmed == "")
+    return F.when(only_separators, F.array().cast("array<string>")).otherwise(
+        F.split(trimmed, r"\W+")
+    )
 
 
 def final_counts(records: Iterable[tuple[bytes | None, bytes | None, int]]) -> dict[str, int]:

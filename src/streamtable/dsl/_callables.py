@@ -48,6 +48,24 @@ def check_callable(fn: object, operation: str, params: str, nargs: int) -> Calla
     return fn
 
 
+def check_callable_or_column(
+    fn: object, operation: str, params: str, nargs: int
+) -> Callable[..., Any]:
+    """Like :func:`check_callable`, but a column expression (:mod:`streamtable.functions`, or
+    a ``pyspark.sql.Column``) is accepted as it is.
+    """
+    from streamtable.dsl.columns import is_column_expression
+
+    if is_column_expression(fn):
+        return fn  # type: ignore[return-value]
+    if not callable(fn):
+        raise TopologyError(
+            f"{operation} expects a callable taking ({params}) or a column expression "
+            f"(streamtable.functions, e.g. F.col('value')); got {type(fn).__name__} {fn!r}."
+        )
+    return check_callable(fn, operation, params, nargs)
+
+
 def check_processor_supplier(supplier: object, operation: str) -> None:
     """Check that ``supplier()`` returns a new processor with ``process`` each call.
 

@@ -11,7 +11,11 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from streamtable.dsl._callables import check_callable, check_processor_supplier
+from streamtable.dsl._callables import (
+    check_callable,
+    check_callable_or_column,
+    check_processor_supplier,
+)
 from streamtable.dsl._graph import GraphBuilder
 from streamtable.dsl.file_sink import file_sink_node
 from streamtable.errors import TopologyError
@@ -27,6 +31,7 @@ from streamtable.topology.nodes import (
 if TYPE_CHECKING:
     from datetime import timedelta
 
+    from streamtable.dsl.columns import ColumnExpression
     from streamtable.dsl.grouped import KGroupedStream
     from streamtable.serde import Serde
 
@@ -94,10 +99,14 @@ class KStream:
             repartition_required=self._repartition_required or changes_key,
         )
 
-    def filter(self, predicate: Callable[[Any, Any], bool], name: str | None = None) -> KStream:
+    def filter(
+        self, predicate: Callable[[Any, Any], bool] | ColumnExpression, name: str | None = None
+    ) -> KStream:
         """Keep the records for which ``predicate(key, value)`` is true.
 
-        Null keys and values are passed to the predicate as ``None``.
+        Null keys and values are passed to the predicate as ``None``. ``predicate`` may also
+        be a boolean column expression (:mod:`streamtable.functions`, run as Spark SQL): a
+        ``NULL`` result drops the record.
 
         Raises
         ------
@@ -113,11 +122,16 @@ class KStream:
             ...
         streamtable.errors.TopologyError: KStream.filter expects a callable taking (key, value), ...
         """
-        check_callable(predicate, "KStream.filter", "key, value", 2)
+        check_callable_or_column(predicate, "KStream.filter", "key, value", 2)
         return self._op(RecordOpKind.FILTER, predicate, "FILTER", name)
 
-    def filter_not(self, predicate: Callable[[Any, Any], bool], name: str | None = None) -> KStream:
+    def filter_not(
+        self, predicate: Callable[[Any, Any], bool] | ColumnExpression, name: str | None = None
+    ) -> KStream:
         """Drop the records for which ``predicate(key, value)`` is true (``filterNot``).
+
+        A boolean column expression (:mod:`streamtable.functions`) keeps the records where it
+        is false or ``NULL``.
 
         Examples
         --------
@@ -126,8 +140,13 @@ class KStream:
         >>> b.stream("in").filter_not(lambda k, v: v is None)
         KStream(KSTREAM-FILTER-0000000001)
         """
-        check_callable(predicate, "KStream.filter_not", "key, value", 2)
-        return self._op(RecordOpKind.FILTER, _Negate(predicate), "FILTER", name)
+        check_callable_or_column(predicate, "KStream.filter_not", "key, value", 2)
+        from streamtable.dsl.columns import is_column_expression, negated_predicate
+
+        negated = (
+            negated_predicate(predicate) if is_column_expression(predicate) else _Negate(predicate)
+        )
+        return self._op(RecordOpKind.FILTER, negated, "FILTER", name)
 
     def map(
         self, mapper: Callable[[Any, Any], tuple[Any, Any]], name: str | None = None
@@ -149,10 +168,15 @@ class KStream:
         check_callable(mapper, "KStream.map", "key, value", 2)
         return self._op(RecordOpKind.MAP, mapper, "MAP", name, changes_key=True, keeps_value=False)
 
-    def map_values(self, mapper: Callable[[Any], Any], name: str | None = None) -> KStream:
+    def map_values(
+        self, mapper: Callable[[Any], Any] | ColumnExpression, name: str | None = None
+    ) -> KStream:
         """Replace each value by ``mapper(value)``; the key is kept (no repartitioning).
 
-        As in Kafka Streams, the mapper is also called for null values.
+        As in Kafka Streams, the mapper is also called for null values. ``mapper`` may be a
+        column expression (:mod:`streamtable.functions`) over ``key``/``value``/``ts`` giving
+        a ``string``, ``binary``, ``bigint`` or ``int`` column (then run as Spark SQL; a null
+        value is SQL ``NULL``, and what the expression gives for it).
 
         Examples
         --------
@@ -163,7 +187,7 @@ class KStream:
             ...
         streamtable.errors.TopologyError: KStream.map_values expects a callable taking (value), ...
         """
-        check_callable(mapper, "KStream.map_values", "value", 1)
+        check_callable_or_column(mapper, "KStream.map_values", "value", 1)
         return self._op(RecordOpKind.MAP_VALUES, mapper, "MAPVALUES", name, keeps_value=False)
 
     def flat_map(
@@ -187,9 +211,12 @@ class KStream:
         )
 
     def flat_map_values(
-        self, mapper: Callable[[Any], Iterable[Any]], name: str | None = None
+        self, mapper: Callable[[Any], Iterable[Any]] | ColumnExpression, name: str | None = None
     ) -> KStream:
         """Replace each value by zero or more values from ``mapper(value)``; keys are kept.
+
+        ``mapper`` may be a column expression (:mod:`streamtable.functions`) giving an array:
+        one record per element, in array order (a ``NULL`` array gives none).
 
         Examples
         --------
@@ -198,13 +225,18 @@ class KStream:
         >>> b.stream("in").flat_map_values(str.split)
         KStream(KSTREAM-FLATMAPVALUES-0000000001)
         """
-        check_callable(mapper, "KStream.flat_map_values", "value", 1)
+        check_callable_or_column(mapper, "KStream.flat_map_values", "value", 1)
         return self._op(
             RecordOpKind.FLAT_MAP_VALUES, mapper, "FLATMAPVALUES", name, keeps_value=False
         )
 
-    def select_key(self, mapper: Callable[[Any, Any], Any], name: str | None = None) -> KStream:
+    def select_key(
+        self, mapper: Callable[[Any, Any], Any] | ColumnExpression, name: str | None = None
+    ) -> KStream:
         """Set each record's key to ``mapper(key, value)`` (``selectKey``); marks repartitioning.
+
+        ``mapper`` may be a column expression (:mod:`streamtable.functions`) giving a
+        ``string``, ``binary``, ``bigint`` or ``int`` column.
 
         Examples
         --------
@@ -213,7 +245,7 @@ class KStream:
         >>> b.stream("clicks").select_key(lambda k, v: v["user"])
         KStream(KSTREAM-KEY-SELECT-0000000001)
         """
-        check_callable(mapper, "KStream.select_key", "key, value", 2)
+        check_callable_or_column(mapper, "KStream.select_key", "key, value", 2)
         return self._op(RecordOpKind.SELECT_KEY, mapper, "KEY-SELECT", name, changes_key=True)
 
     def peek(self, action: Callable[[Any, Any], None], name: str | None = None) -> KStream:
@@ -394,13 +426,16 @@ class KStream:
 
     def group_by(
         self,
-        selector: Callable[[Any, Any], Any],
+        selector: Callable[[Any, Any], Any] | ColumnExpression,
         *,
         key_serde: Serde | None = None,
         value_serde: Serde | None = None,
         name: str | None = None,
     ) -> KGroupedStream:
         """Group records by ``selector(key, value)`` (``groupBy``); always repartitions.
+
+        ``selector`` may be a column expression (:mod:`streamtable.functions`) giving a
+        ``string``, ``binary``, ``bigint`` or ``int`` column (run as Spark SQL).
 
         ``name`` (Kafka Streams' ``Grouped.as``) names the key-selecting processor and the
         repartition topic ``<name>-repartition``; by default the topic is named after the
@@ -415,7 +450,7 @@ class KStream:
         Topologies: ...
             Sink: by-value-repartition-sink (topic: by-value-repartition) ...
         """
-        check_callable(selector, "KStream.group_by", "key, value", 2)
+        check_callable_or_column(selector, "KStream.group_by", "key, value", 2)
         # Kafka Streams names the key selector after the grouping (Grouped.as)
         selected = self.select_key(selector, name=name)
         from streamtable.dsl.grouped import KGroupedStream

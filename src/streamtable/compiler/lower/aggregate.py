@@ -41,10 +41,16 @@ def lower_aggregate(ctx: CompileContext, node: AggregateNode, parent: Frame) -> 
     agg = node.aggregation
     assert agg is not None
     df = parent.df
-    null_checks = {"null_key": F.col("key").isNull()}
-    if agg.skip_null_values:
+    # Kafka Streams drops records with a null key (and, for most aggregations, a null value);
+    # a column Spark knows is never null (a Spark SQL result) needs no check per record
+    nullable = {f.name: f.nullable for f in df.schema.fields}
+    null_checks = {}
+    if nullable["key"]:
+        null_checks["null_key"] = F.col("key").isNull()
+    if agg.skip_null_values and nullable["value"]:
         null_checks["null_value"] = F.col("value").isNull()
-    df = count_and_drop(ctx, df, null_checks)
+    if null_checks:
+        df = count_and_drop(ctx, df, null_checks)
 
     if agg.native == "count" and not ctx.append_only:
         ctx.uses_native_state = True

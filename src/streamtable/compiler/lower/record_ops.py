@@ -102,6 +102,58 @@ def run_stage(
     return Frame(df, out_key, out_value, stateful=base.stateful)
 
 
+def lower_chain(
+    ctx: CompileContext,
+    base: Frame,
+    ops: tuple[StageOp, ...],
+    *,
+    want_key: Codec | None = None,
+    want_value: Codec | None = None,
+    partitioner: object = None,
+    num_partitions: int = 0,
+) -> Frame:
+    """Apply ``ops`` to ``base``: runs of column-expression operations as Spark SQL
+    (:mod:`.column_ops`), the others in Python stages (:func:`run_stage`).
+
+    The result is encoded as wanted (and partitioned by ``partitioner``), as
+    :func:`run_stage`'s is; a Python stage does it when the last run is Spark SQL and Spark
+    cannot produce the wanted encoding itself.
+    """
+    from streamtable.compiler.lower.column_ops import run_columns, segments
+
+    runs = segments(ops)
+    frame = base
+    for i, (native, run) in enumerate(runs):
+        last = i == len(runs) - 1
+        wk, wv = (want_key, want_value) if last else (None, None)
+        if native:
+            frame = run_columns(ctx, frame, run, want_key=wk, want_value=wv)
+        else:
+            frame = run_stage(
+                ctx,
+                frame,
+                run,
+                want_key=wk,
+                want_value=wv,
+                partitioner=partitioner if last else None,
+                num_partitions=num_partitions,
+            )
+    unmet = (want_key is not None and frame.key_codec != want_key) or (
+        want_value is not None and frame.value_codec != want_value
+    )
+    if runs and runs[-1][0] and (unmet or partitioner is not None):
+        frame = run_stage(
+            ctx,
+            frame,
+            (),
+            want_key=want_key,
+            want_value=want_value,
+            partitioner=partitioner,
+            num_partitions=num_partitions,
+        )
+    return frame
+
+
 def _dead_letter_spec(
     ctx: CompileContext, topic: str, name: str, by_source_partition: bool
 ) -> DeadLetterSpec:
