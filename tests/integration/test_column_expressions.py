@@ -216,3 +216,42 @@ def test_non_boolean_filter_non_array_flat_map_and_unencodable_results_are_refus
     assert "must be string, binary, bigint or int (cast it" in msg
     msg = _compile_error(topology(lambda s: s.map_values(F.col("nope"), name="n")))
     assert "node 'n'" in msg and "Spark cannot evaluate it" in msg and "nope" in msg
+
+
+def test_on_a_broker_a_bad_record_before_a_column_step_is_skipped_and_counted(
+    kafka_broker, spark, topic_name, app_config
+):
+    """A long value is validated by the source's Python stage first (a column step cannot tell
+    a malformed record), then doubled in Spark SQL, written under exactly-once."""
+    import struct
+    from datetime import timedelta
+
+    from _support import ensure_topics, produce_values, read_topic
+    from streamtable import KafkaStreams
+
+    bs = kafka_broker.bootstrap_servers
+    src, out = topic_name("in"), topic_name("out")
+    ensure_topics(bs, {src: 1, out: 1})
+    good = [struct.pack(">q", n) for n in (1, -3)]
+    produce_values(bs, src, [("a", good[0]), ("b", b"bad"), ("c", good[1])])
+    b = StreamsBuilder()
+    b.stream(src, key_serde=S, value_serde=L).map_values(F.col("value") * 2).to(
+        out, key_serde=S, value_serde=L
+    )
+    app = KafkaStreams(
+        b.build(),
+        app_config(
+            **{
+                "default.deserialization.exception.handler": "log_and_continue",
+                "processing.guarantee": "exactly_once_v2",
+            }
+        ),
+    )
+    app.start()
+    try:
+        app.await_caught_up(timeout=timedelta(minutes=2))
+        assert app.metrics()["dropped-records"] == {"deserialization": 1}
+    finally:
+        app.close()
+    got = {k.decode(): struct.unpack(">q", v)[0] for k, v, _ in read_topic(bs, out)}
+    assert got == {"a": 2, "c": -6}

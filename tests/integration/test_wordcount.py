@@ -3,6 +3,8 @@
 import struct
 from datetime import timedelta
 
+import pytest
+
 from _support import ensure_topics, produce_values, read_topic
 from streamtable import KafkaStreams
 from streamtable.demo import wordcount
@@ -22,12 +24,13 @@ EXPECTED = {
 }
 
 
-def test_wordcount_gives_kafka_streams_counts(kafka_broker, spark, topic_name, app_config):
+@pytest.mark.parametrize("columns", [False, True], ids=["callables", "column_expressions"])
+def test_wordcount_gives_kafka_streams_counts(kafka_broker, spark, topic_name, app_config, columns):
     src, out = topic_name("in"), topic_name("out")
     bs = kafka_broker.bootstrap_servers
     ensure_topics(bs, {src: 2, out: 3})
     produce_values(bs, src, [(None, line) for line in wordcount_demo_sentences()])
-    app = KafkaStreams(wordcount.build_topology(src, out), app_config())
+    app = KafkaStreams(wordcount.build_topology(src, out, columns=columns), app_config())
     app.start()
     try:
         app.await_caught_up(timeout=timedelta(minutes=3))
