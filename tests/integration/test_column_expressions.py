@@ -181,7 +181,9 @@ def test_a_json_value_is_not_a_column_and_the_error_says_so(spark, capfd):
             .to("out", key_serde=S, value_serde=Serdes.json())
         )
     )
-    assert "KStream.filter of node 'big' is the column expression (col('value') > 1)" in msg
+    assert (
+        "KStream.filter/filter_not of node 'big' is the column expression (col('value') > 1)" in msg
+    )
     assert "The value is not a column here: its serde is Json" in msg
     assert "use a Python callable" in msg
     assert "DataFrameQueryContextLogger" not in capfd.readouterr().err  # no Spark log line
@@ -216,6 +218,23 @@ def test_non_boolean_filter_non_array_flat_map_and_unencodable_results_are_refus
     assert "must be string, binary, bigint or int (cast it" in msg
     msg = _compile_error(topology(lambda s: s.map_values(F.col("nope"), name="n")))
     assert "node 'n'" in msg and "Spark cannot evaluate it" in msg and "nope" in msg
+
+
+def test_generators_and_aggregates_are_refused_as_they_would_change_the_record_count(spark):
+    def topology(op):
+        def build(b):
+            op(b.stream("in", key_serde=S, value_serde=S)).to("out", key_serde=S, value_serde=S)
+
+        return build
+
+    msg = _compile_error(
+        topology(lambda s: s.map_values(F.explode(F.split("value", " ")), name="gen"))
+    )
+    assert "KStream.map_values of node 'gen'" in msg
+    assert "Spark cannot evaluate it per record" in msg
+    msg = _compile_error(topology(lambda s: s.filter(F.count("value") > 1, name="agg")))
+    assert "KStream.filter/filter_not of node 'agg'" in msg
+    assert "Spark cannot evaluate it per record" in msg
 
 
 def test_on_a_broker_a_bad_record_before_a_column_step_is_skipped_and_counted(

@@ -61,3 +61,9 @@ def test_dsl_accepts_expressions_where_documented_and_names_them_otherwise():
         s.filter("value > 1")
     with pytest.raises(TopologyError, match="KStream.map expects a callable"):
         s.map(F.col("value"))
+
+
+def test_branch_refuses_a_column_expression_and_says_what_to_do():
+    b = StreamsBuilder()
+    with pytest.raises(TopologyError, match="filter the stream once per branch"):
+        b.stream("in").split().branch(F.col("value") > 1)

@@ -862,6 +862,14 @@ class BranchedKStream:
         >>> sorted(split.branch(lambda k, v: v > 10).no_default_branch())
         ['size-1', 'size-2']
         """
+        from streamtable.dsl.columns import is_column_expression
+
+        if is_column_expression(predicate):
+            raise TopologyError(
+                f"BranchedKStream.branch takes a Python predicate; got the column expression "
+                f"{predicate!r}. For Spark SQL branches, filter the stream once per branch "
+                "with the expression (stream.filter(expr), stream.filter_not(expr))."
+            )
         check_callable(predicate, "BranchedKStream.branch", "key, value", 2)
         earlier = tuple(self._predicates)
         self._predicates.append(predicate)

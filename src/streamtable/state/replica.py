@@ -84,6 +84,10 @@ class StoreReplica:
     ) -> None:
         self.changelogs = dict(changelogs)
         self._config = {
+            # a read_committed fetch parked at the broker is not woken by newly committed
+            # records: it returns after fetch.wait.max.ms (librdkafka: 500), which was the
+            # replica's lag behind each batch; 50 ms keeps it near one fetch round trip
+            "fetch.wait.max.ms": 50,
             **dict(consumer_config or {}),
             "bootstrap.servers": bootstrap_servers,
             "group.id": f"streamtable-replica-{uuid.uuid4().hex}",  # never committed

@@ -38,6 +38,8 @@ from streamtable.errors import TopologyError
 from streamtable.serde import Serdes
 from streamtable.topology.nodes import RecordOpKind
 
+log = logging.getLogger("streamtable")
+
 __all__ = ["decode_column", "encode_column", "is_column_op", "run_columns", "segments"]
 
 _KEY_BYTES, _VALUE_BYTES = "__st_key_bytes", "__st_value_bytes"
@@ -46,10 +48,10 @@ _COORDINATES = ("ts", "partition", "offset", "seq", "topic")
 _SUPPORTED = "Serdes.string(), Serdes.bytes(), Serdes.long() or Serdes.integer()"
 _RESULT_TYPES = "string, binary, bigint or int"
 _OPERATION = {
-    RecordOpKind.FILTER: "filter",
-    RecordOpKind.MAP_VALUES: "map_values",
-    RecordOpKind.FLAT_MAP_VALUES: "flat_map_values",
-    RecordOpKind.SELECT_KEY: "select_key",
+    RecordOpKind.FILTER: "KStream.filter/filter_not",
+    RecordOpKind.MAP_VALUES: "KStream.map_values",
+    RecordOpKind.FLAT_MAP_VALUES: "KStream.flat_map_values",
+    RecordOpKind.SELECT_KEY: "KStream.select_key/group_by",
 }
 
 
@@ -149,16 +151,27 @@ class _Columns:
         self.df = df.withColumns(typed) if typed else df
 
     def typed(self, op: StageOp, column: Any) -> tuple[Column, T.DataType]:
-        """``op``'s expression resolved against the run's columns, and its type."""
-        c = resolve_column(column)
+        """``op``'s expression resolved against the run's columns, and its type.
+
+        The expression must give one value per record: a generator (``explode``), an
+        aggregate or a window function would change the number of records, so each is
+        refused here (Spark refuses them in a ``WHERE``, which the probe uses).
+        """
+        try:
+            c = resolve_column(column)
+        except TopologyError as e:
+            raise self.error(op, str(e).rstrip(".")) from None
+        if not isinstance(c, Column):
+            raise self.error(op, f"it is a {type(c).__name__}, not a pyspark.sql.Column")
         # PySpark logs a failed analysis at ERROR level by itself: the error raised says it all
         quiet = logging.getLogger("DataFrameQueryContextLogger")
         was, quiet.disabled = quiet.disabled, True
         try:
             dtype = self.df.select(c.alias("__st_probe")).schema["__st_probe"].dataType
+            self.df.where(F.isnull(c) | F.lit(True)).schema  # noqa: B018 (analysis only)
         except AnalysisException as e:
             reason = (e.getMessage() or str(e)).strip().splitlines()[0]
-            raise self.error(op, f"Spark cannot evaluate it: {reason}") from None
+            raise self.error(op, f"Spark cannot evaluate it per record: {reason}") from None
         finally:
             quiet.disabled = was
         return c, dtype
@@ -169,9 +182,9 @@ class _Columns:
             for name, why in self.unreadable.items()
         )
         return TopologyError(
-            f"KStream.{_OPERATION.get(op.kind, op.kind.value)} of node {op.node_name!r} is the "
-            f"column expression {op.fn!r}: {problem}.{hint} Change the expression, or use a "
-            "Python callable."
+            f"{_OPERATION.get(op.kind, op.kind.value)} of node {op.node_name!r} is the column "
+            f"expression {op.fn!r}: {problem}.{hint} Change the expression, or use a Python "
+            "callable."
         )
 
 
@@ -204,6 +217,15 @@ def run_columns(
             from streamtable.compiler.lower.record_ops import validated
 
             base = validated(ctx, base)
+    cfg = ctx.config
+    if cfg.processing_exception_handler == "log_and_continue" or cfg.dead_letter_queue_topic:
+        log.warning(
+            "streamtable: %s run as Spark SQL, which the processing exception handler does not "
+            "cover: a record on which a Spark function fails (an ANSI cast, a division by zero) "
+            "stops the query. Use Spark's try_* functions (try_cast, try_divide, "
+            "try_element_at) to get NULL instead.",
+            ", ".join(repr(op.node_name) for op in ops),
+        )
     run = _Columns(base)
     for op in ops:
         _apply(run, op)
