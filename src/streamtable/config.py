@@ -554,8 +554,11 @@ class StreamsConfig:
       authentication. A port in use makes ``start()`` fail, naming the address and this key.
     - ``streamtable.trigger`` (``"processing_time"`` default | ``"available_now"`` |
       ``"real_time"``): Spark trigger: periodic micro-batches every ``commit.interval.ms``,
-      or process what is available then stop. ``"real_time"`` (Spark's real-time mode) is
-      refused by the ``KafkaStreams`` constructor in this version.
+      or process what is available then stop. ``"real_time"``: Spark's real-time mode, each
+      record processed as it arrives (milliseconds), progress checkpointed every
+      ``commit.interval.ms`` (at least 5 s); for stateless topologies of column expressions
+      (``streamtable.functions``) under ``at_least_once``; others are refused by ``start()``
+      with what stands in the way (``docs/guides/stateless.md``).
     - ``streamtable.shuffle.partitions`` (int >= 1; default 4):
       ``spark.sql.shuffle.partitions`` for the streaming query (the number of state partitions;
       fixed once a checkpoint exists).

@@ -274,3 +274,100 @@ def test_on_a_broker_a_bad_record_before_a_column_step_is_skipped_and_counted(
         app.close()
     got = {k.decode(): struct.unpack(">q", v)[0] for k, v, _ in read_topic(bs, out)}
     assert got == {"a": 2, "c": -6}
+
+
+def test_real_time_mode_needs_spark_s_kafka_sink(spark):
+    from streamtable import KafkaStreams
+    from streamtable.errors import ConfigError
+
+    b = StreamsBuilder()
+    b.stream("in", key_serde=S, value_serde=S).map_values(F.upper("value")).to("out")
+    config = {
+        "application.id": "rtm",
+        "bootstrap.servers": "localhost:9",
+        "streamtable.trigger": "real_time",
+        "processing.guarantee": "exactly_once_v2",
+    }
+    with pytest.raises(ConfigError, match="needs processing.guarantee='at_least_once'"):
+        KafkaStreams(b.build(), config)
+
+
+def _start_error(topology: Any, config: dict) -> str:
+    from streamtable import KafkaStreams
+
+    app = KafkaStreams(topology, config)
+    with pytest.raises(TopologyError) as e:
+        app.start()
+    app.close()
+    return str(e.value)
+
+
+def test_real_time_mode_refuses_python_steps_and_state_naming_them(
+    kafka_broker, spark, topic_name, app_config
+):
+    from _support import ensure_topics
+
+    bs = kafka_broker.bootstrap_servers
+    src, out = topic_name("in"), topic_name("out")
+    ensure_topics(bs, {src: 1, out: 1})
+    def config():  # a new application each time (its own checkpoint)
+        return app_config(**{"streamtable.trigger": "real_time"})
+
+    b = StreamsBuilder()
+    s = b.stream(src, key_serde=S, value_serde=S)
+    s = s.filter(F.col("value") != "").map_values(lambda v: v.upper(), name="shout")
+    s.to(out, key_serde=S, value_serde=S)
+    msg = _start_error(b.build(), config())
+    assert "streamtable.trigger='real_time'" in msg
+    assert "runs Python for shout (a Python map_values function)" in msg
+    assert "Write those steps as column expressions" in msg
+
+    b = StreamsBuilder()
+    b.stream(src, key_serde=S, value_serde=L).filter(F.col("value") > 0).to(
+        out, key_serde=S, value_serde=L
+    )
+    msg = _start_error(b.build(), config())
+    assert "(its records are checked in Python)" in msg
+
+    b = StreamsBuilder()
+    b.stream(src, key_serde=S, value_serde=S).group_by(F.col("value"), key_serde=S).count(
+        name="c"
+    ).to_stream().to(out, key_serde=S, value_serde=L)
+    msg = _start_error(b.build(), config())
+    assert "has a stateful operator" in msg
+
+
+def test_real_time_mode_processes_records_while_its_batch_is_still_running(
+    kafka_broker, spark, topic_name, app_config
+):
+    """Spark's real-time mode: output appears long before the first batch (here 10 minutes,
+    the commit interval) ends, i.e. records are processed as they arrive."""
+    from _support import ensure_topics, produce_values, read_topic, wait_until
+    from streamtable import KafkaStreams
+
+    bs = kafka_broker.bootstrap_servers
+    src, out = topic_name("in"), topic_name("out")
+    ensure_topics(bs, {src: 2, out: 2})
+    b = StreamsBuilder()
+    (
+        b.stream(src, key_serde=S, value_serde=S)
+        .filter_not(F.col("value") == "skip")
+        .flat_map_values(F.split("value", " "))
+        .map_values(F.upper("value"))
+        .to(out, key_serde=S, value_serde=S)
+    )
+    app = KafkaStreams(
+        b.build(),
+        app_config(**{"streamtable.trigger": "real_time", "commit.interval.ms": 600_000}),
+    )
+    app.start()
+    try:
+        produce_values(bs, src, [("a", "x y"), ("b", "skip"), ("c", "z")])
+        wait_until(lambda: len(read_topic(bs, out)) >= 3, 120, "the 3 records in real time")
+        got = sorted((k.decode(), v.decode()) for k, v, _ in read_topic(bs, out))
+        assert got == [("a", "X"), ("a", "Y"), ("c", "Z")]
+        (query,) = app.queries
+        assert query.isActive
+        assert not [p for p in query.recentProgress if p.numInputRows]  # batch 0 still runs
+    finally:
+        app.close()

@@ -134,6 +134,9 @@ class CompileContext:
     #: the TopologyTestDriver's mocked wall clock: returns a streaming DataFrame of tick
     #: records (value = 8-byte ms) that Processor API operators read as their wall clock
     wall_clock_source: Callable[[], DataFrame] | None = None
+    #: query -> what runs Python in it (operators with Python callables, sources checked in
+    #: Python); recorded by ``record_ops.run_stage`` for real-time mode's error message
+    python_stages: dict[str, list[str]] = field(default_factory=dict)
     _counter: int = 0
 
     def output_spec(self, stage: str) -> OutputSpec:

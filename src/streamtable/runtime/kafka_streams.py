@@ -39,6 +39,9 @@ from streamtable.topology.topology import Topology
 
 log = logging.getLogger("streamtable")
 
+#: Spark's shortest real-time batch (``spark.sql.streaming.realTimeMode.minBatchDuration``), ms.
+REAL_TIME_MIN_BATCH_MS = 5000
+
 #: Marks of Kafka errors that go away on their own (leader elections, coordinator moves, a
 #: broker restarting); Kafka Streams retries these for task.timeout.ms.
 _TRANSIENT = (
@@ -111,9 +114,10 @@ class KafkaStreams:
     Raises
     ------
     ConfigError
-        At construction, for an unknown, missing or ill-typed key, a setting this version
-        does not support (the ``real_time`` trigger), or an ``application.server`` that is not
-        a loopback address without ``streamtable.query.token``.
+        At construction, for an unknown, missing or ill-typed key, the ``real_time`` trigger
+        with exactly-once or the ``continue`` production handler (Spark's Kafka sink is
+        neither), or an ``application.server`` that is not a loopback address without
+        ``streamtable.query.token``.
 
     Notes
     -----
@@ -138,10 +142,13 @@ class KafkaStreams:
         if not isinstance(topology, Topology):
             raise TypeError(f"KafkaStreams expects a Topology; got {type(topology).__name__}.")
         self.config = StreamsConfig.from_mapping(config)
-        if self.config.trigger == "real_time":
+        if self.config.trigger == "real_time" and self._own_sink():
             raise ConfigError(
-                "streamtable.trigger='real_time' is not supported by this version yet; use "
-                "'processing_time' (the default) or 'available_now'."
+                "streamtable.trigger='real_time' (Spark's real-time mode) writes through Spark's "
+                "Kafka sink, which is at-least-once and stops on a failed write: it needs "
+                "processing.guarantee='at_least_once' and "
+                "default.production.exception.handler='fail'. Change those, or use "
+                "streamtable.trigger='processing_time'."
             )
         server = self.config.application_server
         if server is not None and self.config.query_token is None:
@@ -317,6 +324,10 @@ class KafkaStreams:
         spark.conf.set("spark.sql.shuffle.partitions", str(cfg.shuffle_partitions))
         ctx = CompileContext(spark, cfg, self.topology.graph, topic_partitions=partitions)
         plans = compile_topology(self.topology, ctx)
+        if cfg.trigger == "real_time":
+            from streamtable.compiler.real_time import check_real_time
+
+            check_real_time(plans, ctx)
         self._metric_names = list(ctx.metric_names)
         ensure_repartition_topics(admin, ctx.internal_topics)
         ensure_changelog_topics(admin, ctx.changelogs)
@@ -465,13 +476,20 @@ class KafkaStreams:
         if plan.sink == "kafka" and not own_sink:
             # Spark's Kafka sink cannot set record timestamps; it needs no task names
             df = df.drop(TIMESTAMP_COLUMN, SOURCE_SLOT_COLUMN)
+        real_time = cfg.trigger == "real_time"
         writer = (
             df.writeStream.queryName(f"{cfg.application_id}-{plan.name}")
-            .outputMode(plan.output_mode)
+            # real-time mode takes update mode only (a stateless query's rows are the same)
+            .outputMode("update" if real_time else plan.output_mode)
             .option("checkpointLocation", str(Path(cfg.checkpoint_dir) / plan.name))
         )
         if cfg.trigger == "available_now":
             writer = writer.trigger(availableNow=True)
+        elif real_time:
+            # the batch duration is how often progress is checkpointed (Kafka Streams' commit
+            # interval); records are processed as they arrive. Spark's minimum: 5 s.
+            duration = max(cfg.commit_interval_ms, REAL_TIME_MIN_BATCH_MS)
+            writer = writer.trigger(realTime=f"{duration} milliseconds")
         else:
             interval = cfg.commit_interval_ms
             if plan.file_sink is not None and plan.file_sink.commit_interval_ms is not None:
@@ -628,7 +646,10 @@ class KafkaStreams:
         ok = True
         for q in self._queries:
             try:
-                self._let_batch_finish(q, deadline)
+                # a real-time batch lasts the whole commit interval: it is stopped as it runs
+                # (at-least-once: a restart reprocesses what came after its last checkpoint)
+                if self.config.trigger != "real_time":
+                    self._let_batch_finish(q, deadline)
                 q.stop()
                 if deadline is not None:
                     ok = (

@@ -93,6 +93,7 @@ def run_stage(
         unreported=unreported,
         dead_letters=letters,
     )
+    ctx.python_stages.setdefault(ctx.query, []).extend(_python_parts(ops, source, partitioner))
     df = base.df.mapInArrow(stage, stage.output_ddl())
     if emit_dropped:
         reasons = (DESERIALIZATION, "invalid_timestamp", PROCESSING)
@@ -100,6 +101,16 @@ def run_stage(
             "dropped"
         )
     return Frame(df, out_key, out_value, stateful=base.stateful)
+
+
+def _python_parts(ops: tuple[StageOp, ...], source: object, partitioner: object) -> list[str]:
+    """What a Python stage runs, for messages: its operators, its source, its partitioner."""
+    parts = [f"{op.node_name} (a Python {op.kind.value} function)" for op in ops]
+    if source is not None:
+        parts.append(f"the source {source.name} (its records are checked in Python)")  # type: ignore[attr-defined]
+    if partitioner is not None:
+        parts.append("the sink's partitioner")
+    return parts or ["re-encoding keys or values in Python"]
 
 
 def lower_chain(

@@ -1,0 +1,189 @@
+#!/usr/bin/env python
+"""End-to-end latency of a stateless topology: micro-batches with Python callables, with column
+expressions, and Spark's real-time mode.
+
+One embedded broker; per mode a fresh application on its own topics (2 partitions), started
+and given a first record, then ``--rate`` records/s (String key, String value = the produce
+time in ms, in decimal) for ``--seconds``. The topology parses the value into a Long and
+keeps it — ``filter(value >= 0)``, ``map_values(int(value))`` — as Python callables or as column
+expressions (String sources need no Python, which real-time mode requires); a
+``read_committed`` consumer of the output (``fetch.wait.max.ms=10``, started
+before the load) takes latency = its receive wall time − the value (same clock). Modes:
+
+- ``callables``: Python callables, micro-batches every ``--commit-interval-ms`` (100);
+- ``columns``: column expressions (Spark SQL), micro-batches every ``--commit-interval-ms``;
+- ``real_time``: column expressions, ``streamtable.trigger=real_time`` (Spark's real-time
+  mode; batch duration 5 s, the shortest Spark allows; records processed as they arrive).
+
+All under ``at_least_once`` (real-time mode writes through Spark's Kafka sink). Prints ONE JSON
+object (p50/p95/p99/max per mode, whether every record arrived); logs go to stderr. Never
+asserts timings.
+
+    python bench/latency.py [--rate N] [--seconds S] [--modes a,b] [--commit-interval-ms MS]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import eos  # noqa: E402  (bench/eos.py: the latency collector and the paced producer)
+import run as bench_run  # noqa: E402
+
+log = logging.getLogger("bench.latency")
+
+MODES = ("callables", "columns", "real_time")
+PARTITIONS = 2
+TARGETS = {"micro_batch_p99_ms_max": 500, "real_time_p99_ms_max": 50}
+
+
+def topology(source: str, sink: str, columns: bool) -> Any:
+    """The echo topology: a filter and a map that keep the value."""
+    from streamtable import Serdes, StreamsBuilder
+    from streamtable import functions as F
+
+    S, L = Serdes.string(), Serdes.long()
+    b = StreamsBuilder()
+    s = b.stream(source, key_serde=S, value_serde=S)
+    if columns:
+        ms = F.col("value").cast("bigint")
+        s = s.filter(ms >= 0).map_values(ms)
+    else:
+        s = s.filter(lambda k, v: int(v) >= 0).map_values(int)
+    s.to(sink, key_serde=S, value_serde=L)
+    return b.build()
+
+
+def produce_at_rate(
+    bs: str, topic: str, keys: list[bytes], rate: float, seconds: float
+) -> tuple[int, float]:
+    """Produce ``rate`` records/s for ``seconds``, value = produce time (ms, decimal string)."""
+    import random
+
+    from confluent_kafka import Producer
+
+    rng = random.Random(eos.SEED)
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 5, "acks": "all"})
+    sent = 0
+    t0 = time.monotonic()
+    while (elapsed := time.monotonic() - t0) < seconds:
+        due = int(elapsed * rate)
+        while sent < due:
+            now_ms = int(time.time() * 1000)
+            while True:
+                try:
+                    p.produce(topic, str(now_ms).encode(), rng.choice(keys), timestamp=now_ms)
+                    break
+                except BufferError:
+                    p.poll(0.01)
+            sent += 1
+        p.poll(0)
+        time.sleep(0.002)  # the fixed offered rate, not a wait for a condition
+    took = time.monotonic() - t0
+    if p.flush(60):
+        raise RuntimeError("latency producer: records not delivered within 60 s")
+    return sent, took
+
+
+def run_mode(args: argparse.Namespace, bs: str, tmp: Path, mode: str) -> dict[str, Any]:
+    """One mode's latency figures."""
+    from streamtable import KafkaStreams
+    from streamtable.demo._harness import ensure_topics
+    from streamtable.demo.flights_data import produce_records
+
+    app_id = f"bench-latency-{mode.replace('_', '-')}-{uuid.uuid4().hex[:6]}"
+    source, sink = f"{app_id}-in", f"{app_id}-out"
+    ensure_topics(bs, {source: PARTITIONS, sink: PARTITIONS})
+    keys = [f"k{i:05d}".encode() for i in range(1000)]
+    config: dict[str, Any] = {
+        "application.id": app_id,
+        "bootstrap.servers": bs,
+        "state.dir": tempfile.mkdtemp(prefix=f"{app_id}-", dir=tmp),
+        "commit.interval.ms": args.commit_interval_ms,
+    }
+    if mode == "real_time":
+        config["streamtable.trigger"] = "real_time"
+    app = KafkaStreams(topology(source, sink, columns=mode != "callables"), config)
+    since_ms = int(time.time() * 1000)
+    collector = eos._Collector(bs, sink, since_ms)
+    collector.start()
+    app.start()
+    try:
+        # a first record through the whole path: the query (or its real-time tasks) is running
+        produce_records(bs, source, [(keys[0], str(since_ms).encode(), since_ms)])
+        deadline = time.monotonic() + 120
+        while collector.received < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        warm = collector.received
+        sent, took = produce_at_rate(bs, source, keys, args.rate, args.seconds)
+        deadline = time.monotonic() + args.drain_timeout_s
+        while collector.received < sent + warm and time.monotonic() < deadline:
+            time.sleep(0.05)
+        drained = collector.received >= sent + warm
+        progresses = [p for q in app.queries for p in q.recentProgress]
+    finally:
+        app.close()
+        collector.stop_event.set()
+        collector.join(30)
+    lat = collector.latencies_ms[warm:]
+    batches = [int(p.durationMs.get("triggerExecution", 0)) for p in progresses if p.numInputRows]
+    return {
+        "produced": sent,
+        "offered_rate_per_s": round(sent / took),
+        "received": len(lat),
+        "all_received": drained,
+        "latency_ms": {
+            "p50": round(eos._pct(lat, 0.50)),
+            "p95": round(eos._pct(lat, 0.95)),
+            "p99": round(eos._pct(lat, 0.99)),
+            "max": round(max(lat)) if lat else None,
+            "mean": round(statistics.fmean(lat)) if lat else None,
+        },
+        "batch_ms_median": statistics.median(batches) if batches else None,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument("--rate", type=float, default=5000, help="records/s (default 5000)")
+    ap.add_argument("--seconds", type=float, default=20, help="load duration (default 20)")
+    ap.add_argument("--modes", default=",".join(MODES), help=f"subset of {','.join(MODES)}")
+    ap.add_argument("--commit-interval-ms", type=int, default=100, help="micro-batch trigger")
+    ap.add_argument("--drain-timeout-s", type=float, default=60)
+    args = ap.parse_args(argv)
+    modes = [m for m in args.modes.split(",") if m]
+    unknown = sorted(set(modes) - set(MODES))
+    if unknown:
+        ap.error(f"unknown modes {unknown}; choose from {', '.join(MODES)}")
+    real_stdout = bench_run.json_only_stdout()
+
+    from streamtable.broker import EmbeddedKafka
+    from streamtable.runtime.spark import get_spark
+
+    result: dict[str, Any] = {"args": vars(args), "targets": TARGETS}
+    tmp = Path(tempfile.mkdtemp(prefix="streamtable-bench-latency-"))
+    with EmbeddedKafka() as kafka:
+        spark = get_spark({})
+        result["modes"] = {}
+        for mode in modes:
+            r = run_mode(args, kafka.bootstrap_servers, tmp, mode)
+            log.info("%s: %s", mode, r["latency_ms"])
+            result["modes"][mode] = r
+        result["machine"] = bench_run.machine_info(spark)
+        spark.stop()
+    bench_run.print_result(result, real_stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
