@@ -356,11 +356,14 @@ class _Collector(threading.Thread):
     """A ``read_committed`` consumer of ``topic`` from its beginning: latency of every record
     whose Long value (the produce time in ms) is at least ``since_ms``."""
 
-    def __init__(self, bs: str, topic: str, since_ms: int) -> None:
+    def __init__(self, bs: str, topic: str, since_ms: int, poll_s: float = 0.05) -> None:
         super().__init__(name="eos-bench-collector", daemon=True)
         from confluent_kafka import Consumer, TopicPartition
 
         self.since_ms = since_ms
+        # consume() returns when 1000 records are there or after poll_s: each record's receive
+        # time is late by up to poll_s below 1000 records per poll_s
+        self.poll_s = poll_s
         self.latencies_ms: list[float] = []
         self.values: dict[int, int] = {}
         self.stop_event = threading.Event()
@@ -379,7 +382,7 @@ class _Collector(threading.Thread):
     def run(self) -> None:
         try:
             while not self.stop_event.is_set():
-                msgs = self._consumer.consume(num_messages=1000, timeout=0.05)
+                msgs = self._consumer.consume(num_messages=1000, timeout=self.poll_s)
                 now_ms = time.time() * 1000
                 for m in msgs:
                     if m.error() or m.value() is None:

@@ -7,7 +7,7 @@ and given a first record, then ``--rate`` records/s (String key, String value = 
 time in ms, in decimal) for ``--seconds``. The topology parses the value into a Long and
 keeps it — ``filter(value >= 0)``, ``map_values(int(value))`` — as Python callables or as column
 expressions (String sources need no Python, which real-time mode requires); a
-``read_committed`` consumer of the output (``fetch.wait.max.ms=10``, started
+``read_committed`` consumer of the output (``fetch.wait.max.ms=10``, polling every 2 ms, started
 before the load) takes latency = its receive wall time − the value (same clock). Modes:
 
 - ``callables``: Python callables, micro-batches every ``--commit-interval-ms`` (100);
@@ -113,7 +113,7 @@ def run_mode(args: argparse.Namespace, bs: str, tmp: Path, mode: str) -> dict[st
         config["streamtable.trigger"] = "real_time"
     app = KafkaStreams(topology(source, sink, columns=mode != "callables"), config)
     since_ms = int(time.time() * 1000)
-    collector = eos._Collector(bs, sink, since_ms)
+    collector = eos._Collector(bs, sink, since_ms, poll_s=0.002)
     collector.start()
     app.start()
     try:
@@ -123,6 +123,8 @@ def run_mode(args: argparse.Namespace, bs: str, tmp: Path, mode: str) -> dict[st
         while collector.received < 1 and time.monotonic() < deadline:
             time.sleep(0.05)
         warm = collector.received
+        if not warm:
+            raise RuntimeError(f"{mode}: the first record did not come through within 120 s")
         sent, took = produce_at_rate(bs, source, keys, args.rate, args.seconds)
         deadline = time.monotonic() + args.drain_timeout_s
         while collector.received < sent + warm and time.monotonic() < deadline:

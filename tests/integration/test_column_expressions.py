@@ -288,7 +288,11 @@ def test_real_time_mode_needs_spark_s_kafka_sink(spark):
         "streamtable.trigger": "real_time",
         "processing.guarantee": "exactly_once_v2",
     }
-    with pytest.raises(ConfigError, match="needs processing.guarantee='at_least_once'"):
+    with pytest.raises(ConfigError, match="set processing.guarantee='at_least_once'"):
+        KafkaStreams(b.build(), config)
+    config = {**config, "processing.guarantee": "at_least_once"}
+    config["streamtable.max.offsets.per.trigger"] = 100
+    with pytest.raises(ConfigError, match="unset streamtable.max.offsets.per.trigger"):
         KafkaStreams(b.build(), config)
 
 
@@ -310,6 +314,7 @@ def test_real_time_mode_refuses_python_steps_and_state_naming_them(
     bs = kafka_broker.bootstrap_servers
     src, out = topic_name("in"), topic_name("out")
     ensure_topics(bs, {src: 1, out: 1})
+
     def config():  # a new application each time (its own checkpoint)
         return app_config(**{"streamtable.trigger": "real_time"})
 
@@ -335,6 +340,15 @@ def test_real_time_mode_refuses_python_steps_and_state_naming_them(
     ).to_stream().to(out, key_serde=S, value_serde=L)
     msg = _start_error(b.build(), config())
     assert "has a stateful operator" in msg
+
+    wide = topic_name("wide")
+    ensure_topics(bs, {wide: 3})
+    b = StreamsBuilder()
+    b.stream(wide, key_serde=S, value_serde=S).map_values(F.upper("value")).to(
+        out, key_serde=S, value_serde=S
+    )
+    msg = _start_error(b.build(), config())
+    assert "read 3 Kafka partitions in all" in msg and "Spark has 2 cores" in msg
 
 
 def test_real_time_mode_processes_records_while_its_batch_is_still_running(

@@ -137,6 +137,8 @@ class CompileContext:
     #: query -> what runs Python in it (operators with Python callables, sources checked in
     #: Python); recorded by ``record_ops.run_stage`` for real-time mode's error message
     python_stages: dict[str, list[str]] = field(default_factory=dict)
+    #: query -> Kafka partitions its sources read (each read of a topic counts)
+    source_partitions: dict[str, int] = field(default_factory=dict)
     _counter: int = 0
 
     def output_spec(self, stage: str) -> OutputSpec:

@@ -31,12 +31,22 @@ _PYTHON_NODES = (
     "PythonUDF",
     "TransformWithState",
     "FlatMapGroupsInPandas",
+    "FlatMapGroupsInArrow",
+    "FlatMapCoGroupsIn",
+    "PythonUDTF",
+    "PythonUDF",
 )
 
 
 def _python_node(plan: QueryPlan) -> str | None:
-    analyzed = plan.df._jdf.queryExecution().analyzed().toString()
-    return next((n for n in _PYTHON_NODES if n in analyzed), None)
+    # the JSON form names every node's and expression's class (a Python UDF inside an
+    # expression prints as its function's name in the text form)
+    analyzed = plan.df._jdf.queryExecution().analyzed()
+    try:
+        text = analyzed.toJSON()
+    except Exception:  # a node without a JSON form: the text form still names Python nodes
+        text = analyzed.toString()
+    return next((n for n in _PYTHON_NODES if n in text), None)
 
 
 def check_real_time(plans: Sequence[QueryPlan], ctx: CompileContext) -> None:
@@ -65,6 +75,15 @@ def check_real_time(plans: Sequence[QueryPlan], ctx: CompileContext) -> None:
             problems.append(f"{where} runs Python for {', '.join(ctx.python_stages[plan.name])}")
         elif (node := _python_node(plan)) is not None:
             problems.append(f"{where} runs Python (Spark's {node})")
+    cores = ctx.spark.sparkContext.defaultParallelism
+    needed = sum(ctx.source_partitions.get(plan.name, 0) for plan in plans)
+    if not problems and needed > cores:
+        problems.append(
+            f"its {len(plans)} quer{'y' if len(plans) == 1 else 'ies'} read {needed} Kafka "
+            f"partitions in all, and real-time mode runs one long task per partition, but Spark "
+            f"has {cores} cores (spark.master {ctx.spark.sparkContext.master!r}): give Spark "
+            "more cores (e.g. spark.master=local[N]) or the topics fewer partitions"
+        )
     if problems:
         raise TopologyError(
             "streamtable.trigger='real_time' (Spark's real-time mode) runs only topologies that "

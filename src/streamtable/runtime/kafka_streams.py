@@ -142,14 +142,8 @@ class KafkaStreams:
         if not isinstance(topology, Topology):
             raise TypeError(f"KafkaStreams expects a Topology; got {type(topology).__name__}.")
         self.config = StreamsConfig.from_mapping(config)
-        if self.config.trigger == "real_time" and self._own_sink():
-            raise ConfigError(
-                "streamtable.trigger='real_time' (Spark's real-time mode) writes through Spark's "
-                "Kafka sink, which is at-least-once and stops on a failed write: it needs "
-                "processing.guarantee='at_least_once' and "
-                "default.production.exception.handler='fail'. Change those, or use "
-                "streamtable.trigger='processing_time'."
-            )
+        if self.config.trigger == "real_time":
+            _check_real_time_config(self.config, self._own_sink())
         server = self.config.application_server
         if server is not None and self.config.query_token is None:
             host, port = split_host_port(server)
@@ -514,7 +508,10 @@ class KafkaStreams:
         else:
             writer = writer.format("noop")
         log.info(
-            "[%s] starting query %s (%s mode)", cfg.application_id, plan.name, plan.output_mode
+            "[%s] starting query %s (%s mode)",
+            cfg.application_id,
+            plan.name,
+            "update" if real_time else plan.output_mode,
         )
         return writer.start()
 
@@ -1060,3 +1057,29 @@ class KafkaStreams:
     def queries(self) -> list[Any]:
         """The running Spark ``StreamingQuery`` objects (for inspection)."""
         return list(self._queries)
+
+
+def _check_real_time_config(cfg: StreamsConfig, own_sink: bool) -> None:
+    """Settings Spark's real-time mode cannot honour, refused when the app is constructed."""
+    why = []
+    if own_sink:
+        why.append(
+            "it writes through Spark's Kafka sink, which is at-least-once and stops on a "
+            "failed write: set processing.guarantee='at_least_once' and "
+            "default.production.exception.handler='fail'"
+        )
+    if cfg.max_offsets_per_trigger is not None:
+        why.append(
+            "it reads each record as it arrives, with no per-batch limit: unset "
+            "streamtable.max.offsets.per.trigger"
+        )
+    if cfg.audit_topic is not None:
+        why.append(
+            "the data-loss audit runs micro-batch queries beside it: unset streamtable.audit.topic"
+        )
+    if why:
+        raise ConfigError(
+            "streamtable.trigger='real_time' (Spark's real-time mode): "
+            + "; ".join(why)
+            + ". Or use streamtable.trigger='processing_time'."
+        )
