@@ -48,7 +48,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -400,9 +400,16 @@ class _Collector(threading.Thread):
 
 
 def _produce_at_rate(
-    bs: str, topic: str, keys: list[bytes], rate: float, seconds: float
+    bs: str,
+    topic: str,
+    keys: list[bytes],
+    rate: float,
+    seconds: float,
+    encode: Callable[[int], bytes] = lambda ms: struct.pack(">q", ms),
 ) -> tuple[int, float]:
-    """Produce ``rate`` records/s for ``seconds``, value = produce time (ms); (count, seconds)."""
+    """Produce ``rate`` records/s for ``seconds``, value = ``encode(produce time ms)`` (by
+    default a Long); returns (count, seconds).
+    """
     import random
 
     from confluent_kafka import Producer
@@ -425,7 +432,7 @@ def _produce_at_rate(
             now_ms = int(time.time() * 1000)
             while True:
                 try:
-                    p.produce(topic, struct.pack(">q", now_ms), rng.choice(keys), timestamp=now_ms)
+                    p.produce(topic, encode(now_ms), rng.choice(keys), timestamp=now_ms)
                     break
                 except BufferError:
                     p.poll(0.01)

@@ -62,37 +62,6 @@ def topology(source: str, sink: str, columns: bool) -> Any:
     return b.build()
 
 
-def produce_at_rate(
-    bs: str, topic: str, keys: list[bytes], rate: float, seconds: float
-) -> tuple[int, float]:
-    """Produce ``rate`` records/s for ``seconds``, value = produce time (ms, decimal string)."""
-    import random
-
-    from confluent_kafka import Producer
-
-    rng = random.Random(eos.SEED)
-    p = Producer({"bootstrap.servers": bs, "linger.ms": 5, "acks": "all"})
-    sent = 0
-    t0 = time.monotonic()
-    while (elapsed := time.monotonic() - t0) < seconds:
-        due = int(elapsed * rate)
-        while sent < due:
-            now_ms = int(time.time() * 1000)
-            while True:
-                try:
-                    p.produce(topic, str(now_ms).encode(), rng.choice(keys), timestamp=now_ms)
-                    break
-                except BufferError:
-                    p.poll(0.01)
-            sent += 1
-        p.poll(0)
-        time.sleep(0.002)  # the fixed offered rate, not a wait for a condition
-    took = time.monotonic() - t0
-    if p.flush(60):
-        raise RuntimeError("latency producer: records not delivered within 60 s")
-    return sent, took
-
-
 def run_mode(args: argparse.Namespace, bs: str, tmp: Path, mode: str) -> dict[str, Any]:
     """One mode's latency figures."""
     from streamtable import KafkaStreams
@@ -125,7 +94,9 @@ def run_mode(args: argparse.Namespace, bs: str, tmp: Path, mode: str) -> dict[st
         warm = collector.received
         if not warm:
             raise RuntimeError(f"{mode}: the first record did not come through within 120 s")
-        sent, took = produce_at_rate(bs, source, keys, args.rate, args.seconds)
+        sent, took = eos._produce_at_rate(
+            bs, source, keys, args.rate, args.seconds, encode=lambda ms: str(ms).encode()
+        )
         deadline = time.monotonic() + args.drain_timeout_s
         while collector.received < sent + warm and time.monotonic() < deadline:
             time.sleep(0.05)
