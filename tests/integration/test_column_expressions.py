@@ -296,6 +296,32 @@ def test_real_time_mode_needs_spark_s_kafka_sink(spark):
         KafkaStreams(b.build(), config)
 
 
+def test_a_topology_refused_at_first_start_leaves_no_fingerprint_behind(
+    kafka_broker, spark, topic_name, app_config
+):
+    """After a refused first start, the corrected topology of another shape starts under the
+    same application.id (nothing ran, so nothing is incompatible)."""
+    from _support import ensure_topics
+    from streamtable import KafkaStreams
+
+    bs = kafka_broker.bootstrap_servers
+    src, out = topic_name("in"), topic_name("out")
+    ensure_topics(bs, {src: 1, out: 1})
+    config = app_config(**{"streamtable.trigger": "real_time"})
+    b = StreamsBuilder()
+    b.stream(src, key_serde=S, value_serde=S).map_values(str.upper).to(
+        out, key_serde=S, value_serde=S
+    )
+    assert "runs Python" in _start_error(b.build(), config)
+    b = StreamsBuilder()
+    b.stream(src, key_serde=S, value_serde=S).group_by(F.col("value"), key_serde=S).count(
+        name="c"
+    ).to_stream().to(out, key_serde=S, value_serde=L)
+    app = KafkaStreams(b.build(), {**config, "streamtable.trigger": "processing_time"})
+    app.start()
+    app.close()
+
+
 def _start_error(topology: Any, config: dict) -> str:
     from streamtable import KafkaStreams
 

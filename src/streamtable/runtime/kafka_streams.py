@@ -20,9 +20,10 @@ from streamtable.errors import (
     IllegalStateError,
     StreamsError,
     StreamsTimeoutError,
+    TopologyError,
 )
 from streamtable.runtime.changelog_topics import ensure_changelog_topics
-from streamtable.runtime.checkpoint import check_fingerprint
+from streamtable.runtime.checkpoint import FINGERPRINT_FILE, check_fingerprint, read_fingerprint
 from streamtable.runtime.checkpoint_adoption import adopt_renamed_checkpoints
 from streamtable.runtime.fencing import fence_recorded, prepare_exactly_once
 from streamtable.runtime.file_sink import file_sink_writer, prepare_file_sink
@@ -309,7 +310,7 @@ class KafkaStreams:
             # its fencing must not outlive this start (the state directory is released)
             wait([checks])
             raise
-        admin, partitions, fenced = checks.result()
+        admin, partitions, fenced, first_start = checks.result()
 
         from streamtable.compiler.frame import CompileContext
         from streamtable.compiler.plan import compile_topology
@@ -317,11 +318,18 @@ class KafkaStreams:
         self._spark = spark
         spark.conf.set("spark.sql.shuffle.partitions", str(cfg.shuffle_partitions))
         ctx = CompileContext(spark, cfg, self.topology.graph, topic_partitions=partitions)
-        plans = compile_topology(self.topology, ctx)
-        if cfg.trigger == "real_time":
-            from streamtable.compiler.real_time import check_real_time
+        try:
+            plans = compile_topology(self.topology, ctx)
+            if cfg.trigger == "real_time":
+                from streamtable.compiler.real_time import check_real_time
 
-            check_real_time(plans, ctx)
+                check_real_time(plans, ctx)
+        except TopologyError:
+            # nothing ran: a first start leaves no fingerprint, so that a corrected topology
+            # (of another shape) can start under the same application.id
+            if first_start:
+                (Path(cfg.checkpoint_dir) / FINGERPRINT_FILE).unlink(missing_ok=True)
+            raise
         self._metric_names = list(ctx.metric_names)
         ensure_repartition_topics(admin, ctx.internal_topics)
         ensure_changelog_topics(admin, ctx.changelogs)
@@ -393,11 +401,13 @@ class KafkaStreams:
         )
         self._monitor.start()
 
-    def _check_and_fence(self) -> tuple[KafkaAdmin, dict[str, int], set[tuple[str, int | str]]]:
+    def _check_and_fence(
+        self,
+    ) -> tuple[KafkaAdmin, dict[str, int], set[tuple[str, int | str]], bool]:
         """What ``start()`` does besides Spark: check the topics, take over renamed queries'
         checkpoints, check (and record) the fingerprint, and under ``exactly_once_v2`` fence
         the transactional ids the last start recorded. Returns the admin client, the topics'
-        partition counts and the fenced ids.
+        partition counts, the fenced ids and whether no fingerprint was recorded before.
         """
         cfg = self.config
         admin = KafkaAdmin(
@@ -406,6 +416,7 @@ class KafkaStreams:
         partitions = self._check_topics(admin)
         # before the fingerprint records this version's queries (it reads the last one's)
         adopt_renamed_checkpoints(self.topology, cfg)
+        first_start = read_fingerprint(Path(cfg.checkpoint_dir)) is None
         check_fingerprint(
             Path(cfg.checkpoint_dir),
             self.topology,
@@ -414,7 +425,7 @@ class KafkaStreams:
             state_dir=cfg.state_dir,
         )
         fenced = fence_recorded(cfg) if cfg.processing_guarantee == "exactly_once_v2" else set()
-        return admin, partitions, fenced
+        return admin, partitions, fenced, first_start
 
     def _check_topics(self, admin: KafkaAdmin) -> dict[str, int]:
         """Partition counts of the source, sink and dead-letter topics; raises
