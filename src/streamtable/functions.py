@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from streamtable.dsl.columns import ColumnExpression, function
+from streamtable.columns import ColumnExpression, function
 
 __all__ = ["ColumnExpression", "col", "expr", "lit"]
 

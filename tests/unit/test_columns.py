@@ -1,4 +1,4 @@
-"""Column expressions recorded without Spark (streamtable.functions, streamtable.dsl.columns)."""
+"""Column expressions recorded without Spark (streamtable.functions, streamtable.columns)."""
 
 import pickle
 
@@ -6,7 +6,7 @@ import pytest
 
 from streamtable import StreamsBuilder
 from streamtable import functions as F
-from streamtable.dsl.columns import ColumnExpression, is_column_expression, negated_predicate
+from streamtable.columns import ColumnExpression, is_column_expression, negated_predicate
 from streamtable.errors import TopologyError
 
 
@@ -67,3 +67,23 @@ def test_branch_refuses_a_column_expression_and_says_what_to_do():
     b = StreamsBuilder()
     with pytest.raises(TopologyError, match="filter the stream once per branch"):
         b.stream("in").split().branch(F.col("value") > 1)
+
+
+def test_the_dsl_layer_imports_no_pyspark():
+    """DESIGN.md's layers: the DSL builds a graph and stays Spark-free (column expressions are
+    recorded in streamtable.columns, outside it)."""
+    import ast
+    from pathlib import Path
+
+    import streamtable.dsl
+
+    found = []
+    for path in Path(streamtable.dsl.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            found += [f"{path.name}: {n}" for n in names if n.split(".")[0] == "pyspark"]
+    assert found == []

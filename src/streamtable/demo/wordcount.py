@@ -17,7 +17,7 @@ from streamtable import KafkaStreams, Serdes, StreamsBuilder, Topology
 from streamtable.demo.text import java_split_words
 
 if TYPE_CHECKING:
-    from streamtable.dsl.columns import ColumnExpression
+    from streamtable.columns import ColumnExpression
 
 INPUT_TOPIC = "streams-plaintext-input"
 OUTPUT_TOPIC = "streams-wordcount-output"

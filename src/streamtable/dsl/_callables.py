@@ -54,7 +54,7 @@ def check_callable_or_column(
     """Like :func:`check_callable`, but a column expression (:mod:`streamtable.functions`, or
     a ``pyspark.sql.Column``) is accepted as it is.
     """
-    from streamtable.dsl.columns import is_column_expression
+    from streamtable.columns import is_column_expression
 
     if is_column_expression(fn):
         return fn  # type: ignore[return-value]

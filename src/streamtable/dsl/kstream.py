@@ -31,7 +31,7 @@ from streamtable.topology.nodes import (
 if TYPE_CHECKING:
     from datetime import timedelta
 
-    from streamtable.dsl.columns import ColumnExpression
+    from streamtable.columns import ColumnExpression
     from streamtable.dsl.grouped import KGroupedStream
     from streamtable.serde import Serde
 
@@ -141,7 +141,7 @@ class KStream:
         KStream(KSTREAM-FILTER-0000000001)
         """
         check_callable_or_column(predicate, "KStream.filter_not", "key, value", 2)
-        from streamtable.dsl.columns import is_column_expression, negated_predicate
+        from streamtable.columns import is_column_expression, negated_predicate
 
         negated = (
             negated_predicate(predicate) if is_column_expression(predicate) else _Negate(predicate)
@@ -862,7 +862,7 @@ class BranchedKStream:
         >>> sorted(split.branch(lambda k, v: v > 10).no_default_branch())
         ['size-1', 'size-2']
         """
-        from streamtable.dsl.columns import is_column_expression
+        from streamtable.columns import is_column_expression
 
         if is_column_expression(predicate):
             raise TopologyError(

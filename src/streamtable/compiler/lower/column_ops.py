@@ -30,10 +30,10 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from streamtable.columns import is_column_expression, resolve_column
 from streamtable.compiler.codecs import Codec, PresenceCodec, SerdeCodec
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.compiler.record_stage import StageOp
-from streamtable.dsl.columns import is_column_expression, resolve_column
 from streamtable.errors import TopologyError
 from streamtable.serde import Serdes
 from streamtable.topology.nodes import RecordOpKind

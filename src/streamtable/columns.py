@@ -1,4 +1,4 @@
-"""Column expressions accepted in place of Python callables (the DSL side).
+"""Column expressions accepted in place of Python callables.
 
 A :class:`ColumnExpression` records calls of ``pyspark.sql.functions`` and of ``Column``
 methods and operators without a Spark session (PySpark builds real columns only once a
@@ -7,7 +7,10 @@ replays the record into a real ``pyspark.sql.Column`` when it lowers the topolog
 (:meth:`ColumnExpression.resolve`), so stateless steps written this way run as Spark SQL with
 no Python worker.
 
-This module imports no PySpark at import time: building a topology stays JVM-free.
+This module imports no PySpark at import time, and the DSL only calls its PySpark-free parts
+(:func:`is_column_expression`, :func:`negated_predicate`): the DSL layer stays Spark-free.
+Writing an expression (:mod:`streamtable.functions`) imports PySpark to check the names used;
+replaying it needs a Spark session.
 """
 
 from __future__ import annotations
@@ -17,7 +20,13 @@ from typing import Any
 
 from streamtable.errors import TopologyError
 
-__all__ = ["ColumnExpression", "function", "is_column_expression", "resolve_column"]
+__all__ = [
+    "ColumnExpression",
+    "function",
+    "is_column_expression",
+    "negated_predicate",
+    "resolve_column",
+]
 
 _BINARY = {
     "__eq__": "==",
@@ -247,16 +256,13 @@ def function(name: str) -> Callable[..., ColumnExpression]:
 
 def is_column_expression(obj: object) -> bool:
     """Whether ``obj`` is a column expression: a :class:`ColumnExpression` or a real
-    ``pyspark.sql.Column`` (PySpark imported only if ``obj`` may be one).
+    ``pyspark.sql.Column`` (recognized by its class, without importing PySpark).
     """
     if isinstance(obj, ColumnExpression):
         return True
-    cls = type(obj)
-    if not cls.__module__.startswith("pyspark.sql"):
-        return False
-    from pyspark.sql import Column
-
-    return isinstance(obj, Column)
+    return any(
+        c.__name__ == "Column" and c.__module__.startswith("pyspark.sql") for c in type(obj).__mro__
+    )
 
 
 def resolve_column(obj: Any) -> Any:
@@ -264,12 +270,11 @@ def resolve_column(obj: Any) -> Any:
     return obj.resolve() if isinstance(obj, ColumnExpression) else obj
 
 
-def negated_predicate(predicate: Any) -> Any:
+def negated_predicate(predicate: Any) -> ColumnExpression:
     """``filter_not``'s predicate as a ``filter`` one: true where ``predicate`` is false or
     ``NULL`` (as a Python predicate returning ``None`` keeps the record in ``filter_not``).
+    Recorded, not built: ``predicate`` may be a real ``Column``, resolved as it is.
     """
-    if isinstance(predicate, ColumnExpression):
-        return ~function("coalesce")(predicate, function("lit")(False))
-    from pyspark.sql import functions as F
-
-    return ~F.coalesce(predicate, F.lit(False))
+    false = ColumnExpression("function", "lit", (False,), text="lit(False)")
+    text = f"coalesce({_text(predicate)}, lit(False))"
+    return ~ColumnExpression("function", "coalesce", (predicate, false), text=text)
