@@ -171,6 +171,9 @@ def _app_config(args: argparse.Namespace, app_id: str, bs: str, state_dir: str, 
     }
     if args.max_offsets_per_trigger:
         cfg["streamtable.max.offsets.per.trigger"] = args.max_offsets_per_trigger
+    for item in args.config:
+        key, _, value = item.partition("=")
+        cfg[key] = value
     return cfg
 
 
@@ -1035,6 +1038,13 @@ def main(argv: list[str] | None = None) -> int:
         help="records per micro-batch and query (50,000; 0 = no limit: one batch reads all)",
     )
     ap.add_argument("--repeat", type=int, default=1, help="runs per guarantee, order alternated")
+    ap.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an extra app config entry (a streamtable or spark.* key), for A/B runs; repeatable",
+    )
     ap.add_argument("--warmup-records", type=int, default=20_000, help="discarded warm-up input")
     ap.add_argument("--no-verify", dest="verify", action="store_false", help="skip output counts")
     ap.add_argument("--rate", type=float, default=2000, help="latency: records/s offered (2000)")

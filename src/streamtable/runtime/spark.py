@@ -49,6 +49,13 @@ _DEFAULTS: dict[str, str] = {
     # Spark drop late rows: lateness is decided by streamtable's own operators, from record
     # timestamps (Spark's watermark only fires their timers).
     "spark.sql.streaming.statefulOperator.checkCorrectness.enabled": "false",
+    # Spark keeps one Python worker daemon per distinct worker environment. Its Arrow runners
+    # (streamtable's stages, mapInArrow) add SPARK_SIMPLIFIED_TRACEBACK=1 when this is on, its
+    # transformWithState runner does not: two daemons, and the first stateful batch of every
+    # start (a restart too) waited ~1 s for the second one to start and import pandas, pyarrow
+    # and streamtable's stages. Off, every runner shares the daemon started ahead (see
+    # _start_python_workers); a Python error's traceback keeps PySpark's worker frames.
+    "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "false",
 }
 #: Local sessions only: Python workers forked with pandas, pyarrow and streamtable's stages
 #: already imported (see streamtable.runtime.worker_daemon). Not on a cluster, where the daemon
