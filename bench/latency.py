@@ -15,6 +15,9 @@ before the load) takes latency = its receive wall time − the value (same clock
 - ``real_time``: column expressions, ``streamtable.trigger=real_time`` (Spark's real-time
   mode; batch duration 5 s, the shortest Spark allows; records processed as they arrive).
 
+- ``kstreams``: the same topology in Kafka Streams (``ReferenceApp`` ``latency-echo``: one
+  stream thread, ``commit.interval.ms=100``, no record cache), for reference.
+
 All under ``at_least_once`` (real-time mode writes through Spark's Kafka sink). Prints ONE JSON
 object (p50/p95/p99/max per mode, whether every record arrived); logs go to stderr. Never
 asserts timings.
@@ -25,6 +28,7 @@ asserts timings.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import statistics
 import sys
@@ -40,33 +44,16 @@ import run as bench_run  # noqa: E402
 
 log = logging.getLogger("bench.latency")
 
-MODES = ("callables", "columns", "real_time")
+MODES = ("callables", "columns", "real_time", "kstreams")
 PARTITIONS = 2
 TARGETS = {"micro_batch_p99_ms_max": 500, "real_time_p99_ms_max": 50}
-
-
-def topology(source: str, sink: str, columns: bool) -> Any:
-    """The echo topology: a filter and a map that keep the value."""
-    from streamtable import Serdes, StreamsBuilder
-    from streamtable import functions as F
-
-    S, L = Serdes.string(), Serdes.long()
-    b = StreamsBuilder()
-    s = b.stream(source, key_serde=S, value_serde=S)
-    if columns:
-        ms = F.col("value").cast("bigint")
-        s = s.filter(ms >= 0).map_values(ms)
-    else:
-        s = s.filter(lambda k, v: int(v) >= 0).map_values(int)
-    s.to(sink, key_serde=S, value_serde=L)
-    return b.build()
 
 
 def run_mode(args: argparse.Namespace, bs: str, tmp: Path, mode: str) -> dict[str, Any]:
     """One mode's latency figures."""
     from streamtable import KafkaStreams
     from streamtable.demo._harness import ensure_topics
-    from streamtable.demo.flights_data import produce_records
+    from streamtable.reference.twins import latency_echo
 
     app_id = f"bench-latency-{mode.replace('_', '-')}-{uuid.uuid4().hex[:6]}"
     source, sink = f"{app_id}-in", f"{app_id}-out"
@@ -80,11 +67,45 @@ def run_mode(args: argparse.Namespace, bs: str, tmp: Path, mode: str) -> dict[st
     }
     if mode == "real_time":
         config["streamtable.trigger"] = "real_time"
-    app = KafkaStreams(topology(source, sink, columns=mode != "callables"), config)
     since_ms = int(time.time() * 1000)
     collector = eos._Collector(bs, sink, since_ms, poll_s=0.002)
     collector.start()
-    app.start()
+    with contextlib.ExitStack() as running:
+        running.callback(collector.stop_event.set)  # also when the app fails to start
+        if mode == "kstreams":
+            from streamtable.reference.kafka_streams import started_reference
+
+            running.enter_context(
+                started_reference(
+                    "latency-echo",
+                    bootstrap_servers=bs,
+                    application_id=app_id,
+                    params={"input": source, "output": sink},
+                    state_dir=config["state.dir"],
+                )
+            )
+            queries: list[Any] = []
+        else:
+            app = KafkaStreams(latency_echo(source, sink, columns=mode != "callables"), config)
+            app.start()
+            running.callback(app.close)
+            queries = app.queries
+        return _measure(args, bs, source, keys, collector, mode, since_ms, queries)
+
+
+def _measure(
+    args: argparse.Namespace,
+    bs: str,
+    source: str,
+    keys: list[bytes],
+    collector: Any,
+    mode: str,
+    since_ms: int,
+    queries: list[Any],
+) -> dict[str, Any]:
+    """Feed the running app ``--rate`` records/s and take the collector's latencies."""
+    from streamtable.demo.flights_data import produce_records
+
     try:
         # a first record through the whole path: the query (or its real-time tasks) is running
         produce_records(bs, source, [(keys[0], str(since_ms).encode(), since_ms)])
@@ -101,9 +122,8 @@ def run_mode(args: argparse.Namespace, bs: str, tmp: Path, mode: str) -> dict[st
         while collector.received < sent + warm and time.monotonic() < deadline:
             time.sleep(0.05)
         drained = collector.received >= sent + warm
-        progresses = [p for q in app.queries for p in q.recentProgress]
+        progresses = [p for q in queries for p in q.recentProgress]
     finally:
-        app.close()
         collector.stop_event.set()
         collector.join(30)
     lat = collector.latencies_ms[warm:]

@@ -140,6 +140,16 @@ CASES: dict[str, tuple[str, dict[str, str], Callable[[], Topology]]] = {
         {"input": "lines", "output": "out"},
         lambda: wordcount.build_topology("lines", "out"),
     ),
+    "latency-echo": (
+        "latency-echo",
+        {"input": "in", "output": "out"},
+        lambda: twins.latency_echo("in", "out"),
+    ),
+    "latency-echo-columns": (
+        "latency-echo",
+        {"input": "in", "output": "out"},
+        lambda: twins.latency_echo("in", "out", columns=True),
+    ),
 }
 
 

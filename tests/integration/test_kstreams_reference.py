@@ -101,3 +101,51 @@ def test_java_failure_raises_with_the_output_tail(kafka_broker, topic_name, tmp_
             {"left": left, "right": right, "output": "unused", "kind": "cross"},
             [left, right],
         )
+
+
+def test_started_reference_runs_the_latency_echo_until_the_block_ends(
+    kafka_broker, topic_name, tmp_path
+):
+    from _support import wait_until
+    from streamtable.reference.kafka_streams import started_reference
+
+    bs = kafka_broker.bootstrap_servers
+    source, output = topic_name("in"), topic_name("out")
+    ensure_topics(bs, {source: 2, output: 2})
+    produce_records(bs, source, [rec("a", "5", 1000), rec("b", "-3", 2000)], partitions=2)
+    with started_reference(
+        "latency-echo",
+        bootstrap_servers=bs,
+        application_id=f"ref-echo-{uuid.uuid4().hex[:6]}",
+        params={"input": source, "output": output},
+        state_dir=str(tmp_path / "kstreams-state"),
+    ) as startup_s:
+        assert startup_s > 0
+        # produced while it runs: processed without a restart
+        produce_records(bs, source, [rec("c", "12", 3000)], partitions=2)
+
+        def echoed():
+            return {k.decode(): struct.unpack(">q", v)[0] for k, v, _ in read_topic(bs, output)}
+
+        wait_until(lambda: len(echoed()) == 2, 60, "the two non-negative values echoed")
+        assert echoed() == {"a": 5, "c": 12}  # the negative one filtered out
+
+
+def test_started_reference_raises_with_the_output_tail_when_java_fails(
+    kafka_broker, topic_name, tmp_path
+):
+    from streamtable.reference.kafka_streams import started_reference
+
+    left, right = topic_name("left"), topic_name("right")
+    ensure_topics(kafka_broker.bootstrap_servers, {left: 1, right: 1})
+    with (
+        pytest.raises(RuntimeError, match="unsupported kind=cross"),
+        started_reference(
+            "table-table-join",
+            bootstrap_servers=kafka_broker.bootstrap_servers,
+            application_id=f"ref-fail-{uuid.uuid4().hex[:6]}",
+            params={"left": left, "right": right, "output": "unused", "kind": "cross"},
+            state_dir=str(tmp_path / "kstreams-state"),
+        ),
+    ):
+        pytest.fail("the block must not run")

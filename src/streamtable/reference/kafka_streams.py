@@ -21,6 +21,7 @@ year), pass a ``history_ms`` longer than that span to get every match.
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 import importlib.resources
 import json
@@ -31,7 +32,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -46,6 +47,7 @@ __all__ = [
     "describe_reference",
     "drive_reference",
     "run_reference",
+    "started_reference",
 ]
 
 #: Topologies that ``ReferenceApp`` knows, with their ``params``.
@@ -109,6 +111,7 @@ TOPOLOGIES: dict[str, tuple[str, ...]] = {
     "processor-punctuation": ("input", "output", "stream_ms", "wall_ms"),
     # Kafka's WordCountDemo; store=rocksdb (default) | memory picks the count's store
     "wordcount": ("input", "output", "store"),
+    "latency-echo": ("input", "output"),
 }
 
 #: The ``topic`` of a :func:`drive_reference` input entry that advances the driver's wall
@@ -448,37 +451,13 @@ def run_reference(
     EnvironmentSetupError
         If Java, ``javac`` or Maven is missing or the jars do not resolve.
     """
-    _check_params(topology, params)
-    cmd = [
-        jars.java_executable(),
-        "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-        "-cp",
-        os.pathsep.join(map(str, classpath())),
-        _MAIN_CLASS,
-        *("--topology", topology, "--bootstrap-servers", bootstrap_servers),
-        *("--application-id", application_id, "--state-dir", state_dir),
-    ]
-    for key, value in params.items():
-        cmd += ["--param", f"{key}={value}"]
-    for key, value in (config or {}).items():
-        cmd += ["--config", f"{key}={value}"]
-
+    cmd = _reference_command(topology, bootstrap_servers, application_id, params, state_dir, config)
     lag = _Lag(bootstrap_servers, application_id)
     try:
         inputs = lag.watermarks(input_topics)
         records_in = sum(high - low for low, high in inputs.values())
         t0 = time.monotonic()
-        proc = subprocess.Popen(
-            cmd,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
-        output: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
-        running_at: list[float] = []
-        reader = threading.Thread(target=_read_output, args=(proc, output, running_at), daemon=True)
-        reader.start()
+        proc, output, running_at, reader = _launch(cmd)
         try:
             while True:
                 if proc.poll() is not None:
@@ -514,6 +493,101 @@ def run_reference(
         "seconds": seconds,
         "startup_seconds": running_at[0] - t0,
     }
+
+
+@contextlib.contextmanager
+def started_reference(
+    topology: str,
+    *,
+    bootstrap_servers: str,
+    application_id: str,
+    params: Mapping[str, str],
+    state_dir: str,
+    timeout_s: float = 120.0,
+    config: Mapping[str, str] | None = None,
+) -> Iterator[float]:
+    """Run ``topology`` in Kafka Streams for the duration of a ``with`` block.
+
+    Enters once the app has reached ``RUNNING`` and yields the seconds that took from process
+    start; on exit the process group is stopped as by :func:`run_reference`. Parameters as
+    :func:`run_reference`'s.
+
+    Raises
+    ------
+    ValueError
+        If ``topology`` or a key of ``params`` is unknown.
+    RuntimeError
+        If the Java process exits before ``RUNNING`` (with its last lines of output).
+    TimeoutError
+        If it is not ``RUNNING`` within ``timeout_s``.
+    """
+    cmd = _reference_command(topology, bootstrap_servers, application_id, params, state_dir, config)
+    t0 = time.monotonic()
+    proc, output, running_at, reader = _launch(cmd)
+    try:
+        while not running_at:
+            if proc.poll() is not None:
+                reader.join(timeout=5)
+                raise RuntimeError(
+                    f"Kafka Streams reference app {topology!r} exited with code "
+                    f"{proc.returncode}; last lines of its output:\n" + "\n".join(output)
+                )
+            if time.monotonic() - t0 > timeout_s:
+                raise TimeoutError(
+                    f"Kafka Streams reference app {topology!r} not RUNNING within "
+                    f"{timeout_s:g} s; last lines of its output:\n" + "\n".join(output)
+                )
+            time.sleep(_POLL_S)
+        yield running_at[0] - t0
+    finally:
+        _stop(proc)
+        reader.join(timeout=5)
+
+
+def _reference_command(
+    topology: str,
+    bootstrap_servers: str,
+    application_id: str,
+    params: Mapping[str, str],
+    state_dir: str,
+    config: Mapping[str, str] | None,
+) -> list[str]:
+    """The ``java`` command line of ``ReferenceApp`` (parameters checked)."""
+    _check_params(topology, params)
+    cmd = [
+        jars.java_executable(),
+        "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
+        "-cp",
+        os.pathsep.join(map(str, classpath())),
+        _MAIN_CLASS,
+        *("--topology", topology, "--bootstrap-servers", bootstrap_servers),
+        *("--application-id", application_id, "--state-dir", state_dir),
+    ]
+    for key, value in params.items():
+        cmd += ["--param", f"{key}={value}"]
+    for key, value in (config or {}).items():
+        cmd += ["--config", f"{key}={value}"]
+    return cmd
+
+
+def _launch(
+    cmd: list[str],
+) -> tuple[subprocess.Popen[str], collections.deque[str], list[float], threading.Thread]:
+    """Start ``cmd`` in its own process group with a thread keeping its last output lines
+    and noting when it first reports ``RUNNING``.
+    """
+    proc = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    output: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
+    running_at: list[float] = []
+    reader = threading.Thread(target=_read_output, args=(proc, output, running_at), daemon=True)
+    reader.start()
+    return proc, output, running_at, reader
 
 
 def _read_output(

@@ -38,6 +38,7 @@ __all__ = [
     "table_join_regroup",
     "three_level",
     "flights_carrier_seats",
+    "latency_echo",
     "windowed_filter_join",
     "processor_punctuation",
     "CountingProcessor",
@@ -793,4 +794,29 @@ def processor_punctuation(input: str, output: str, *, stream_ms: int, wall_ms: i
     b.stream(input, key_serde=_S, value_serde=_S).process(
         _CountingSupplier(stream_ms, wall_ms), "counts"
     ).to(output, key_serde=_S, value_serde=_S)
+    return b.build()
+
+
+def _non_negative(key: str, value: str) -> bool:
+    return int(value) >= 0
+
+
+def latency_echo(input: str, output: str, *, columns: bool = False) -> Topology:
+    """``latency-echo`` (``bench/latency.py``): the String value parsed into a Long, kept if
+    ``>= 0`` (Java's ``Long.parseLong``), written as an 8-byte long; the key is kept.
+
+    With ``columns=True`` the two steps are column expressions (Spark SQL, no Python worker:
+    what Spark's real-time mode needs); same output for decimal values.
+    """
+    from streamtable import functions as F
+
+    s, long_ = Serdes.string(), Serdes.long()
+    b = StreamsBuilder()
+    stream = b.stream(input, key_serde=s, value_serde=s)
+    if columns:
+        value = F.col("value").cast("bigint")
+        stream = stream.filter(value >= 0).map_values(value)
+    else:
+        stream = stream.filter(_non_negative).map_values(int)
+    stream.to(output, key_serde=s, value_serde=long_)
     return b.build()

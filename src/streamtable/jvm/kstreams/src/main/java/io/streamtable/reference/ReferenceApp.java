@@ -172,6 +172,7 @@ public final class ReferenceApp {
             case "windowed-filter-join" -> windowedFilterJoin(b, p);
             case "processor-punctuation" -> processorPunctuation(b, p);
             case "wordcount" -> wordCount(b, p);
+            case "latency-echo" -> latencyEcho(b, p);
             default -> throw new IllegalArgumentException("unknown topology " + topology);
         }
     }
@@ -487,6 +488,14 @@ public final class ReferenceApp {
                 .groupBy((key, word) -> word, Grouped.with(STR, STR))
                 .count(counts.withKeySerde(STR).withValueSerde(Serdes.Long()))
                 .toStream()
+                .to(required(p, "output"), Produced.with(STR, Serdes.Long()));
+    }
+
+    /** bench/latency.py's stateless topology: the String value parsed into a Long, kept if >= 0. */
+    static void latencyEcho(StreamsBuilder b, Map<String, String> p) {
+        b.stream(required(p, "input"), Consumed.with(STR, STR))
+                .filter((key, value) -> Long.parseLong(value) >= 0)
+                .mapValues(value -> Long.parseLong(value))
                 .to(required(p, "output"), Produced.with(STR, Serdes.Long()));
     }
 
