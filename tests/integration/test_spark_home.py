@@ -1,4 +1,5 @@
-"""The local session's Python processes import the installed ``pyspark``, not Spark's archive.
+"""The local session's Python processes import the installed ``pyspark``, not Spark's archive,
+and every Python runner's workers come from the one daemon streamtable starts ahead.
 
 Spark starts a fresh Python process on the driver while planning a ``transformWithStateInPandas``
 query's first micro-batch (to learn its state schemas); with ``$SPARK_HOME/python/lib/pyspark.zip``
@@ -29,13 +30,16 @@ def test_the_driver_jvm_runs_from_the_local_spark_home_without_archives(spark):
     assert "SPARK_HOME" not in os.environ  # only the JVM keeps it
 
 
-def test_state_schema_and_task_processes_import_the_installed_pyspark(spark, tmp_path):
-    if local_spark_home() is None:
-        pytest.skip("PySpark here is not a pip install with its own archives, or SPARK_HOME is set")
+@pytest.fixture(scope="module")
+def state_processor_processes(spark, tmp_path_factory):
+    """Run a ``transformWithStateInPandas`` query once; per Python process that ran the
+    processor's ``init()``: ``where`` (``driver``: Spark's schema process, or ``task``), the
+    ``pyspark`` it imported and its parent process id."""
     import pandas as pd
     from pyspark.sql.streaming.stateful_processor import StatefulProcessor
     from pyspark.sql.types import LongType, StructField, StructType
 
+    tmp_path = tmp_path_factory.mktemp("state-processor")
     seen = tmp_path / "seen"
     seen.mkdir()
     src = tmp_path / "in"
@@ -50,8 +54,8 @@ def test_state_schema_and_task_processes_import_the_installed_pyspark(spark, tmp
 
             # the driver's schema process (no task) and each task's worker both run init()
             where = "driver" if TaskContext.get() is None else "task"
-            with open(os.path.join(out, f"{where}-{os.getpid()}.json"), "w") as f:
-                json.dump(p.__file__, f)
+            with open(os.path.join(out, f"{os.getpid()}.json"), "w") as f:
+                json.dump({"where": where, "pyspark": p.__file__, "ppid": os.getppid()}, f)
             self.n = handle.getValueState("n", StructType([StructField("n", LongType())]))
 
         def handleInputRows(self, key, rows, timerValues):
@@ -74,8 +78,35 @@ def test_state_schema_and_task_processes_import_the_installed_pyspark(spark, tmp
     )
     query.awaitTermination(180)
     assert query.exception() is None
-    files = {p.name: json.loads(p.read_text()) for p in seen.iterdir()}
-    imported = {name.split("-")[0]: file for name, file in files.items()}
+    return [json.loads(p.read_text()) for p in seen.iterdir()]
+
+
+def test_state_schema_and_task_processes_import_the_installed_pyspark(state_processor_processes):
+    if local_spark_home() is None:
+        pytest.skip("PySpark here is not a pip install with its own archives, or SPARK_HOME is set")
+    imported = {p["where"]: p["pyspark"] for p in state_processor_processes}
     # the driver's process compiled PySpark from Spark's archive before (tasks' workers are
     # forked by streamtable's daemon, which already imported the installed package)
-    assert imported == {"driver": pyspark.__file__, "task": pyspark.__file__}, files
+    assert imported == {"driver": pyspark.__file__, "task": pyspark.__file__}, (
+        state_processor_processes
+    )
+
+
+def test_stage_and_state_processor_workers_are_forked_by_the_same_daemon(
+    spark, state_processor_processes
+):
+    """Spark keeps a worker daemon per distinct worker environment. Its Arrow runners
+    (streamtable's record stages) and its ``transformWithState`` runner differed by
+    ``SPARK_SIMPLIFIED_TRACEBACK``, so the first stateful batch of every start waited for a
+    second daemon to start and import pandas, pyarrow and streamtable (~1 s of a restart)."""
+    import pyarrow as pa
+
+    def parent(batches):
+        for _ in batches:
+            yield pa.RecordBatch.from_pydict({"ppid": [os.getppid()]})
+
+    stages = {r.ppid for r in spark.range(0, 2, 1, 2).mapInArrow(parent, "ppid long").collect()}
+    processors = {p["ppid"] for p in state_processor_processes if p["where"] == "task"}
+    assert processors, "no task ran the state processor"
+    assert processors == stages, f"processor workers forked by {processors}, stages' by {stages}"
+    assert len(stages) == 1
