@@ -171,10 +171,13 @@ def _app_config(args: argparse.Namespace, app_id: str, bs: str, state_dir: str, 
     }
     if args.max_offsets_per_trigger:
         cfg["streamtable.max.offsets.per.trigger"] = args.max_offsets_per_trigger
-    for item in args.config:
-        key, _, value = item.partition("=")
-        cfg[key] = value
+    cfg.update(_extra_config(args))
     return cfg
+
+
+def _extra_config(args: argparse.Namespace) -> dict[str, str]:
+    """``--config KEY=VALUE`` entries as a dict."""
+    return dict(item.split("=", 1) for item in args.config)
 
 
 def _roles(app: Any, echo: str) -> dict[str, str]:
@@ -1071,6 +1074,9 @@ def main(argv: list[str] | None = None) -> int:
         "--task-pause-ms", type=int, default=1000, help="task_cost: gap between paced batches"
     )
     args = ap.parse_args(argv)
+    bad = [item for item in args.config if "=" not in item or item.startswith("=")]
+    if bad:
+        ap.error(f"--config takes KEY=VALUE, got {bad}")
     if args.child:
         return child_main(json.loads(args.child))
     args.records = args.records or (200_000 if args.quick else 1_000_000)
@@ -1117,7 +1123,10 @@ def main(argv: list[str] | None = None) -> int:
                 result["task_cost"] = bench_task_cost(args, bs)
             if "throughput" in sections or "latency" in sections:
                 t0 = time.monotonic()
-                spark = get_spark({})
+                # spark.* entries of --config: the session is created here, once
+                spark = get_spark(
+                    {k: v for k, v in _extra_config(args).items() if k.startswith("spark.")}
+                )
                 result["spark_startup_s"] = round(time.monotonic() - t0, 2)
                 if "throughput" in sections:
                     result["throughput"] = bench_throughput(args, bs, tmp)

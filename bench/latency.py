@@ -16,7 +16,7 @@ before the load) takes latency = its receive wall time − the value (same clock
   mode; batch duration 5 s, the shortest Spark allows; records processed as they arrive).
 
 - ``kstreams``: the same topology in Kafka Streams (``ReferenceApp`` ``latency-echo``: one
-  stream thread, ``commit.interval.ms=100``, no record cache), for reference.
+  stream thread, ``--commit-interval-ms``, no record cache), for reference.
 
 All under ``at_least_once`` (real-time mode writes through Spark's Kafka sink). Prints ONE JSON
 object (p50/p95/p99/max per mode, whether every record arrived); logs go to stderr. Never
@@ -71,7 +71,9 @@ def run_mode(args: argparse.Namespace, bs: str, tmp: Path, mode: str) -> dict[st
     collector = eos._Collector(bs, sink, since_ms, poll_s=0.002)
     collector.start()
     with contextlib.ExitStack() as running:
-        running.callback(collector.stop_event.set)  # also when the app fails to start
+        # also when the app fails to start (last in, first out: stop, then wait)
+        running.callback(collector.join, 30)
+        running.callback(collector.stop_event.set)
         if mode == "kstreams":
             from streamtable.reference.kafka_streams import started_reference
 
@@ -82,6 +84,7 @@ def run_mode(args: argparse.Namespace, bs: str, tmp: Path, mode: str) -> dict[st
                     application_id=app_id,
                     params={"input": source, "output": sink},
                     state_dir=config["state.dir"],
+                    config={"commit.interval.ms": str(args.commit_interval_ms)},
                 )
             )
             queries: list[Any] = []

@@ -103,7 +103,7 @@ def test_java_failure_raises_with_the_output_tail(kafka_broker, topic_name, tmp_
         )
 
 
-def test_started_reference_runs_the_latency_echo_until_the_block_ends(
+def test_started_reference_runs_the_latency_echo_while_the_block_runs(
     kafka_broker, topic_name, tmp_path
 ):
     from _support import wait_until
@@ -119,8 +119,7 @@ def test_started_reference_runs_the_latency_echo_until_the_block_ends(
         application_id=f"ref-echo-{uuid.uuid4().hex[:6]}",
         params={"input": source, "output": output},
         state_dir=str(tmp_path / "kstreams-state"),
-    ) as startup_s:
-        assert startup_s > 0
+    ):
         # produced while it runs: processed without a restart
         produce_records(bs, source, [rec("c", "12", 3000)], partitions=2)
 

@@ -508,18 +508,42 @@ def started_reference(
 ) -> Iterator[float]:
     """Run ``topology`` in Kafka Streams for the duration of a ``with`` block.
 
-    Enters once the app has reached ``RUNNING`` and yields the seconds that took from process
-    start; on exit the process group is stopped as by :func:`run_reference`. Parameters as
-    :func:`run_reference`'s.
+    Enters once the app has reached ``RUNNING``; on exit the process group is stopped as by
+    :func:`run_reference` (SIGTERM, then SIGKILL after 20 s).
+
+    Parameters
+    ----------
+    topology : str
+        One of :data:`TOPOLOGIES`.
+    bootstrap_servers : str
+        The Kafka cluster, ``host:port[,...]``.
+    application_id : str
+        Kafka Streams ``application.id``.
+    params : Mapping[str, str]
+        Topology parameters (topics, ...), passed as ``--param key=value``.
+    state_dir : str
+        Kafka Streams ``state.dir``.
+    timeout_s : float
+        Maximum seconds from process start until ``RUNNING`` (default 120).
+    config : Mapping[str, str], optional
+        Kafka Streams configs that override the runner's, e.g. ``{"commit.interval.ms": "100"}``.
+
+    Yields
+    ------
+    float
+        Seconds from process start until ``RUNNING``.
 
     Raises
     ------
     ValueError
         If ``topology`` or a key of ``params`` is unknown.
     RuntimeError
-        If the Java process exits before ``RUNNING`` (with its last lines of output).
+        If the Java process exits before ``RUNNING``, or by itself while the block runs (with
+        its exit code and last lines of output).
     TimeoutError
         If it is not ``RUNNING`` within ``timeout_s``.
+    EnvironmentSetupError
+        If Java, ``javac`` or Maven is missing or the jars do not resolve.
     """
     cmd = _reference_command(topology, bootstrap_servers, application_id, params, state_dir, config)
     t0 = time.monotonic()
@@ -539,6 +563,12 @@ def started_reference(
                 )
             time.sleep(_POLL_S)
         yield running_at[0] - t0
+        if proc.poll() is not None:
+            reader.join(timeout=5)
+            raise RuntimeError(
+                f"Kafka Streams reference app {topology!r} exited with code {proc.returncode} "
+                "while it was in use; last lines of its output:\n" + "\n".join(output)
+            )
     finally:
         _stop(proc)
         reader.join(timeout=5)

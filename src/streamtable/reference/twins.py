@@ -807,6 +807,17 @@ def latency_echo(input: str, output: str, *, columns: bool = False) -> Topology:
 
     With ``columns=True`` the two steps are column expressions (Spark SQL, no Python worker:
     what Spark's real-time mode needs); same output for decimal values.
+
+    Parameters
+    ----------
+    input, output : str
+        The source topic (String key and value) and the output topic (String key, Long value).
+    columns : bool, default False
+        Column expressions instead of Python callables.
+
+    Returns
+    -------
+    Topology
     """
     from streamtable import functions as F
 
