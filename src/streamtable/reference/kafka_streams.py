@@ -289,16 +289,7 @@ def _run_java(main_class: str, args: list[str], params: Mapping[str, str], what:
     RuntimeError
         If the process fails; ``what`` names it, and the message holds its output.
     """
-    cmd = [
-        jars.java_executable(),
-        "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-        "-cp",
-        os.pathsep.join(map(str, classpath())),
-        main_class,
-        *args,
-    ]
-    for key, value in params.items():
-        cmd += ["--param", f"{key}={value}"]
+    cmd = _java_command(main_class, args, params)
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=_TOOL_TIMEOUT_S)
     if proc.returncode != 0:
         raise RuntimeError(f"{what} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
@@ -584,19 +575,30 @@ def _reference_command(
 ) -> list[str]:
     """The ``java`` command line of ``ReferenceApp`` (parameters checked)."""
     _check_params(topology, params)
+    args = [
+        *("--topology", topology, "--bootstrap-servers", bootstrap_servers),
+        *("--application-id", application_id, "--state-dir", state_dir),
+    ]
+    cmd = _java_command(_MAIN_CLASS, args, params)
+    for key, value in (config or {}).items():
+        cmd += ["--config", f"{key}={value}"]
+    return cmd
+
+
+def _java_command(main_class: str, args: list[str], params: Mapping[str, str]) -> list[str]:
+    """``java`` running ``main_class`` of the reference classes with ``args``, then
+    ``--param k=v`` per entry of ``params``.
+    """
     cmd = [
         jars.java_executable(),
         "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
         "-cp",
         os.pathsep.join(map(str, classpath())),
-        _MAIN_CLASS,
-        *("--topology", topology, "--bootstrap-servers", bootstrap_servers),
-        *("--application-id", application_id, "--state-dir", state_dir),
+        main_class,
+        *args,
     ]
     for key, value in params.items():
         cmd += ["--param", f"{key}={value}"]
-    for key, value in (config or {}).items():
-        cmd += ["--config", f"{key}={value}"]
     return cmd
 
 
