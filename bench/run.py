@@ -62,9 +62,10 @@ def _proc_table() -> dict[int, tuple[int, str]]:
     return out
 
 
-def _status_kb(pid: int, field: str) -> int:
+def _status_kb(pid: int, field: str, file: str = "status") -> int:
+    """``field`` (kB) of ``/proc/<pid>/<file>``, 0 when the process or the field is gone."""
     try:
-        with open(f"/proc/{pid}/status") as f:
+        with open(f"/proc/{pid}/{file}") as f:
             for line in f:
                 if line.startswith(field + ":"):
                     return int(line.split()[1])
@@ -74,6 +75,8 @@ def _status_kb(pid: int, field: str) -> int:
 
 
 def _classify(cmd: str) -> str:
+    if "io.streamtable.reference." in cmd:
+        return "kafka_streams_jvm"
     if "kafka.Kafka" in cmd or "kafka.server" in cmd or "KafkaRaftServer" in cmd:
         return "broker_jvm"
     if "SparkSubmit" in cmd or "pyspark-shell" in cmd:
@@ -83,18 +86,33 @@ def _classify(cmd: str) -> str:
     return "other"
 
 
+#: The categories of :func:`_classify` that are an engine's own processes (not the broker).
+ENGINE_CATEGORIES = ("spark_jvm", "python_workers", "kafka_streams_jvm")
+
+
 class MemorySampler:
-    """Samples the RSS of this process's descendants (Spark JVM, broker JVM, Python workers).
+    """Samples the RSS of this process's descendants (Spark JVM, broker JVM, Python workers,
+    Kafka Streams' JVM) and of this process itself (``bench_process``: the benchmark, which is
+    also streamtable's driver-side Python).
 
     ``getrusage(RUSAGE_CHILDREN)`` only covers children that have exited and been waited for,
     so the live JVMs are read from ``/proc``: peak = max over samples of the summed ``VmRSS`` per
-    category, and the kernel's own ``VmHWM`` (high-water mark) of each JVM.
+    category, the kernel's own ``VmHWM`` (high-water mark) of each JVM, and
+    ``peak_engine_pss_mb``: the max over samples of the summed proportional set size (``Pss``
+    of ``smaps_rollup``) of the processes in ``engine`` (the categories of the engine being
+    measured; by default :data:`ENGINE_CATEGORIES`). PSS, not RSS, for that sum: Python
+    workers forked from one daemon share its pages (the imported modules), which summed RSS
+    would count once per worker.
     """
 
-    def __init__(self, interval_s: float = 1.0) -> None:
+    def __init__(
+        self, interval_s: float = 1.0, engine: tuple[str, ...] = ENGINE_CATEGORIES
+    ) -> None:
         self.interval_s = interval_s
+        self.engine = engine
         self.peak_rss_kb: dict[str, int] = collections.defaultdict(int)
         self.hwm_kb: dict[str, int] = collections.defaultdict(int)
+        self.peak_engine_kb = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-mem", daemon=True)
 
@@ -122,19 +140,25 @@ class MemorySampler:
                 desc.append(c)
                 todo.append(c)
         sums: dict[str, int] = collections.defaultdict(int)
+        engine = 0
         for pid in desc:
             cat = _classify(table[pid][1])
             sums[cat] += _status_kb(pid, "VmRSS")
+            if cat in self.engine:
+                engine += _status_kb(pid, "Pss", "smaps_rollup")
             if cat.endswith("_jvm"):
                 self.hwm_kb[cat] = max(self.hwm_kb[cat], _status_kb(pid, "VmHWM"))
+        sums["bench_process"] = _status_kb(os.getpid(), "VmRSS")
         for cat, kb in sums.items():
             self.peak_rss_kb[cat] = max(self.peak_rss_kb[cat], kb)
+        self.peak_engine_kb = max(self.peak_engine_kb, engine)
 
     def figures(self) -> dict[str, Any]:
         mb = lambda kb: round(kb / 1024, 1)  # noqa: E731
         return {
             "peak_rss_sampled_mb": {k: mb(v) for k, v in sorted(self.peak_rss_kb.items())},
             "jvm_vmhwm_mb": {k: mb(v) for k, v in sorted(self.hwm_kb.items())},
+            "peak_engine_pss_mb": mb(self.peak_engine_kb),
         }
 
 

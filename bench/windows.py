@@ -66,6 +66,11 @@ SYNTHETIC_JITTER_MS = 2_000
 SYNTHETIC_WINDOWS = 100  # the running time spans about this many windows
 SYNTHETIC_FLUSH_AFTER_MS = 3_600_000
 WARMUP_RECORDS = 20_000
+#: Seconds between two samples of the engines' resident memory (``bench_run.MemorySampler``).
+MEMORY_SAMPLE_S = 0.5
+#: The processes (``bench_run._classify`` categories) whose memory is each engine's.
+ST_PROCESSES = ("spark_jvm", "python_workers")
+KS_PROCESSES = ("kafka_streams_jvm",)
 
 
 def _has_suppress() -> bool:
@@ -341,11 +346,18 @@ def bench_windows(
         order = list(runs) if i % 2 == 0 else [*ks_engines, "streamtable"]
         for engine in order:
             tag = f"{bench}-{engine}-{i}".replace("_", "-")
-            if engine == "streamtable":
-                r = _run_streamtable(spark, twin(out[engine]), bs, n, tmp, tag)
-            else:
-                ks_params = {**params, "output": out[engine], "store": ks_engines[engine]}
-                r = _run_kstreams(reference, ks_params, [src], bs, tmp, tag)
+            sampler = bench_run.MemorySampler(
+                MEMORY_SAMPLE_S, ST_PROCESSES if engine == "streamtable" else KS_PROCESSES
+            ).start()
+            try:
+                if engine == "streamtable":
+                    r = _run_streamtable(spark, twin(out[engine]), bs, n, tmp, tag)
+                else:
+                    ks_params = {**params, "output": out[engine], "store": ks_engines[engine]}
+                    r = _run_kstreams(reference, ks_params, [src], bs, tmp, tag)
+            finally:
+                sampler.stop()
+            r["memory"] = sampler.figures()
             r["run"] = i
             runs[engine].append(r)
             log.info(
@@ -385,6 +397,9 @@ def _summary(n: int, runs: dict[str, list[dict]], outputs: list[dict], final: bo
             "processing_s": round(med[e]["processing_s"], 3),
             "records_per_s_incl_startup": round(n / med[e]["total_s"]),
             "total_s": round(med[e]["total_s"], 3),
+            "peak_engine_pss_mb": bench_run._median(
+                [r["memory"]["peak_engine_pss_mb"] for r in rs]
+            ),
             "runs": rs,
         }
     out["records_in"] = n
@@ -398,6 +413,9 @@ def _summary(n: int, runs: dict[str, list[dict]], outputs: list[dict], final: bo
         out[f"ratio_streamtable_over_kafka_streams{suffix}"] = round(ratio, 3)
         out[f"ratio_incl_startup{suffix}"] = round(med[e]["total_s"] / st["total_s"], 3)
         out[f"meets_target_ratio{suffix}"] = ratio >= TARGET_RATIO_MIN
+        memory = out["streamtable"]["peak_engine_pss_mb"] / out[e]["peak_engine_pss_mb"]
+        out[f"memory_ratio_streamtable_over_kafka_streams{suffix}"] = round(memory, 3)
+        out[f"meets_target_memory{suffix}"] = memory <= 1.0
         out[f"outputs_agree{suffix}"] = all(o[f"vs_{e}"][agree] for o in outputs)
     out["outputs"] = outputs
     return out
@@ -501,6 +519,13 @@ def main(argv: list[str] | None = None) -> int:
             "outputs": "updates: last value per windowed key (TimeWindowedSerde key bytes) of "
             "each engine compared; final (suppressed): the emitted (key, value) multisets "
             "compared; dropped_*: records dropped (Kafka Streams: tasks' dropped-records-total)",
+            "memory": "per run, /proc sampled every "
+            f"{MEMORY_SAMPLE_S} s while the engine runs: peak_engine_pss_mb = max over samples "
+            "of the summed proportional set size (Pss) of the engine's processes (streamtable: the "
+            "Spark JVM, driver and executor in local mode, + its Python workers; Kafka Streams: "
+            "its JVM, heap + RocksDB + metaspace); the Spark JVM lives for the whole benchmark (warm-up and "
+            "earlier runs included), Kafka Streams' JVM for one run; bench_process (the "
+            "benchmark, also streamtable's driver-side Python) is listed apart",
             "engines": "Kafka Streams 4.3.1, 1 stream thread, commit.interval.ms=100, no "
             "record cache (one update per record), at-least-once, window store RocksDB (its "
             "default; engine kafka_streams) or in-memory (kafka_streams_memory); streamtable: local[2] Spark, "
