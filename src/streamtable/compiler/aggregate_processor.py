@@ -26,12 +26,17 @@ from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.streaming.stateful_processor import TimerValues
 
 from streamtable.compiler.codecs import Codec
+from streamtable.compiler.flat_row import FlatRow, ddl_columns
 from streamtable.compiler.paged.user_code import user_code_error
 from streamtable.topology.nodes import Aggregation
 
 #: Output schema of the processor: one row per updated key.
 OUTPUT_DDL = "key binary, value binary, ts bigint"
 _STATE_DDL = "page binary"
+
+
+class _UpdateRow(FlatRow):
+    __fields__ = ddl_columns(OUTPUT_DDL)
 
 
 @dataclass(frozen=True)
@@ -72,7 +77,7 @@ class AggregateProcessor(StatefulProcessor):
             records.sort(key=lambda r: r[1:])
             agg, ts = self._fold(gk, records, entries.get(gk))
             entries[gk] = (agg, ts)
-            out.append(Row(key=gk, value=pickle.dumps(agg, protocol=5), ts=ts))
+            out.append(_UpdateRow(gk, pickle.dumps(agg, protocol=5), ts))
         self.state.update((pickle.dumps(page, protocol=5),))
         return iter(out)
 

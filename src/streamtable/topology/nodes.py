@@ -146,7 +146,11 @@ class TimeWindowSpec:
 
         >>> TimeWindowSpec(size_ms=10, advance_ms=3, grace_ms=0).windows_for(12)
         [3, 6, 9, 12]
+        >>> TimeWindowSpec(size_ms=10, advance_ms=10, grace_ms=0).windows_for(12)
+        [10]
         """
+        if self.advance_ms == self.size_ms:  # tumbling: the one window, if it starts >= 0
+            return [timestamp - timestamp % self.size_ms] if timestamp >= 0 else []
         start = max(0, timestamp - self.size_ms + self.advance_ms)
         start -= start % self.advance_ms
         starts = []

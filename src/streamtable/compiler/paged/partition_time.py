@@ -102,24 +102,27 @@ class PartitionTimePack:
     ) -> pa.RecordBatch:
         names = batch.schema.names
         col = {n: batch.column(i).to_pylist() for i, n in enumerate(names)}
-        keys = col["key"]
+        keys, values, tss, seqs = col["key"], col["value"], col["ts"], col["seq"]
+        single = self.single
+        if not single:
+            topics, parts, offsets = col["topic"], col["partition"], col["offset"]
         pages: dict[int, dict[bytes | None, list[Rec]]] = {}
         for i, k in enumerate(keys):
-            ts = col["ts"][i]
+            ts = tss[i]
             topic, part, offset = NO_PARTITION[0], NO_PARTITION[1], 0
-            if not self.single:
-                topic = col["topic"][i] or topic
-                part = part if col["partition"][i] is None else col["partition"][i]
-                offset = col["offset"][i] or 0
+            if not single:
+                topic = topics[i] or topic
+                part = part if parts[i] is None else parts[i]
+                offset = offsets[i] or 0
             chunk = chunks.get((topic, part))
             if chunk is None:
                 chunk = chunks[(topic, part)] = [offset, offset, ts]
             else:
-                chunk[1] = max(chunk[1], offset)
-                chunk[2] = max(chunk[2], ts)
-            rec = Rec(
-                ts, topic, part, offset, col["seq"][i] or 0, 0, k, col["value"][i], None, chunk[2]
-            )
+                if offset > chunk[1]:
+                    chunk[1] = offset
+                if ts > chunk[2]:
+                    chunk[2] = ts
+            rec = Rec(ts, topic, part, offset, seqs[i] or 0, 0, k, values[i], None, chunk[2])
             page = 0 if k is None else page_of(k)
             pages.setdefault(page, {}).setdefault(k, []).append(rec)
         return pa.RecordBatch.from_arrays(

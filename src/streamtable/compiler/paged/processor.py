@@ -22,6 +22,7 @@ from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.streaming.stateful_processor import ExpiredTimerInfo, TimerValues
 
+from streamtable.compiler.flat_row import FlatRow, ddl_columns
 from streamtable.compiler.paged.partition_time import (
     advance_partition_times,
     low_watermark,
@@ -40,6 +41,21 @@ OUTPUT_DDL = (
     "key binary, value binary, old binary, ts bigint, partition int, offset bigint, "
     "seq bigint, topic string, dropped bigint, reason string, detail string"
 )
+
+
+#: The column names of :data:`OUTPUT_DDL`, in order.
+OUTPUT_COLUMNS = tuple(ddl_columns(OUTPUT_DDL))
+
+
+class OutputRow(FlatRow):
+    """A row of :data:`OUTPUT_DDL` (see :mod:`streamtable.compiler.flat_row`).
+
+    >>> r = OutputRow(b"k", b"v", None, 5, 0, 7, 0, "t", 0, None, None)
+    >>> r.ts, r.asDict(True)["topic"]
+    (5, 't')
+    """
+
+    __fields__ = list(OUTPUT_COLUMNS)
 
 
 #: The processors' state: one value state of this name per page (group), one column
@@ -214,18 +230,18 @@ def _drop_rows(kernel: Any) -> list[Row]:
     for rec, detail in getattr(kernel, "late", ()):
         individually.add(LATE)
         rows.append(
-            Row(
-                key=rec.key,
-                value=rec.value,
-                old=None,
-                ts=rec.ts,
-                partition=rec.partition,
-                offset=rec.offset,
-                seq=rec.seq,
-                topic=rec.topic,
-                dropped=1,
-                reason=LATE,
-                detail=json.dumps(detail),
+            OutputRow(
+                rec.key,
+                rec.value,
+                None,
+                rec.ts,
+                rec.partition,
+                rec.offset,
+                rec.seq,
+                rec.topic,
+                1,
+                LATE,
+                json.dumps(detail),
             )
         )
     for reason, n in kernel.drops.items():
@@ -235,7 +251,7 @@ def _drop_rows(kernel: Any) -> list[Row]:
 
 
 #: The columns of :data:`OUTPUT_DDL` with their values in a row that sets none of them.
-_NO_OUTPUT = dict.fromkeys(c.split()[0] for c in OUTPUT_DDL.split(", ")) | {"dropped": 0}
+_NO_OUTPUT = dict.fromkeys(OUTPUT_COLUMNS) | {"dropped": 0}
 
 
 def output_row(**fields: Any) -> Row:
@@ -244,20 +260,14 @@ def output_row(**fields: Any) -> Row:
     >>> output_row(dropped=3, reason="late").dropped
     3
     """
-    return Row(**(_NO_OUTPUT | fields))
+    unknown = fields.keys() - _NO_OUTPUT.keys()
+    if unknown:
+        raise TypeError(f"output_row: no column {sorted(unknown)} in {OUTPUT_DDL!r}")
+    return OutputRow(*(_NO_OUTPUT | fields).values())
 
 
 def _row(o: Any) -> Row:
-    return Row(
-        key=o.key,
-        value=o.value,
-        old=o.old,
-        ts=o.ts,
-        partition=o.partition,
-        offset=o.offset,
-        seq=o.seq,
-        topic=o.topic,
-        dropped=0,
-        reason=None,
-        detail=None,
+    """The output row of a kernel's :class:`~.records.Out`."""
+    return OutputRow(
+        o.key, o.value, o.old, o.ts, o.partition, o.offset, o.seq, o.topic, 0, None, None
     )
