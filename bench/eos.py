@@ -412,9 +412,11 @@ def _produce_at_rate(
     rate: float,
     seconds: float,
     encode: Callable[[int], bytes] = lambda ms: struct.pack(">q", ms),
+    key_for: Callable[[int], bytes] | None = None,
 ) -> tuple[int, float]:
     """Produce ``rate`` records/s for ``seconds``, value = ``encode(produce time ms)`` (by
-    default a Long); returns (count, seconds).
+    default a Long), key = ``key_for(i)`` of the i-th record (default: one of ``keys`` at
+    random); returns (count, seconds).
     """
     import random
 
@@ -438,7 +440,8 @@ def _produce_at_rate(
             now_ms = int(time.time() * 1000)
             while True:
                 try:
-                    p.produce(topic, encode(now_ms), rng.choice(keys), timestamp=now_ms)
+                    key = rng.choice(keys) if key_for is None else key_for(sent)
+                    p.produce(topic, encode(now_ms), key, timestamp=now_ms)
                     break
                 except BufferError:
                     p.poll(0.01)

@@ -16,7 +16,15 @@ before the load) takes latency = its receive wall time − the value (same clock
   mode; batch duration 5 s, the shortest Spark allows; records processed as they arrive).
 
 - ``kstreams``: the same topology in Kafka Streams (``ReferenceApp`` ``latency-echo``: one
-  stream thread, ``--commit-interval-ms``, no record cache), for reference.
+  stream thread, ``--commit-interval-ms``, no record cache), for reference;
+- ``keyed``: a keyed aggregation, Python callables, micro-batches: the parsed value's maximum
+  per key (``reduce(max)``, ``twins.latency_max``) — like a keyed count, one state update and
+  one output per record, and its output value is still a produce time;
+- ``kstreams_keyed``: the same in Kafka Streams (``ReferenceApp`` ``latency-max``).
+
+The keyed modes take their keys round-robin from ``KEYED_KEYS`` keys, so a key recurs every
+2 s at 5,000 records/s: a micro-batch (which emits one update per key, as Kafka Streams'
+record cache would) shorter than that holds one record per key, and every record comes out.
 
 All under ``at_least_once`` (real-time mode writes through Spark's Kafka sink). Prints ONE JSON
 object (p50/p95/p99/max per mode, whether every record arrived); logs go to stderr. Never
@@ -44,7 +52,11 @@ import run as bench_run  # noqa: E402
 
 log = logging.getLogger("bench.latency")
 
-MODES = ("callables", "columns", "real_time", "kstreams")
+MODES = ("callables", "columns", "real_time", "kstreams", "keyed", "kstreams_keyed")
+#: Keys of the keyed modes, taken round-robin (see the module doc).
+KEYED_KEYS = 10_000
+#: The Kafka Streams modes and the ``ReferenceApp`` topology each runs.
+KSTREAMS_MODES = {"kstreams": "latency-echo", "kstreams_keyed": "latency-max"}
 PARTITIONS = 2
 TARGETS = {"micro_batch_p99_ms_max": 500, "real_time_p99_ms_max": 50}
 
@@ -53,7 +65,7 @@ def run_mode(args: argparse.Namespace, bs: str, tmp: Path, mode: str) -> dict[st
     """One mode's latency figures."""
     from streamtable import KafkaStreams
     from streamtable.demo._harness import ensure_topics
-    from streamtable.reference.twins import latency_echo
+    from streamtable.reference.twins import latency_echo, latency_max
 
     app_id = f"bench-latency-{mode.replace('_', '-')}-{uuid.uuid4().hex[:6]}"
     source, sink = f"{app_id}-in", f"{app_id}-out"
@@ -74,12 +86,12 @@ def run_mode(args: argparse.Namespace, bs: str, tmp: Path, mode: str) -> dict[st
         # also when the app fails to start (last in, first out: stop, then wait)
         running.callback(collector.join, 30)
         running.callback(collector.stop_event.set)
-        if mode == "kstreams":
+        if mode in KSTREAMS_MODES:
             from streamtable.reference.kafka_streams import started_reference
 
             running.enter_context(
                 started_reference(
-                    "latency-echo",
+                    KSTREAMS_MODES[mode],
                     bootstrap_servers=bs,
                     application_id=app_id,
                     params={"input": source, "output": sink},
@@ -89,7 +101,11 @@ def run_mode(args: argparse.Namespace, bs: str, tmp: Path, mode: str) -> dict[st
             )
             queries: list[Any] = []
         else:
-            app = KafkaStreams(latency_echo(source, sink, columns=mode != "callables"), config)
+            if mode == "keyed":
+                topology = latency_max(source, sink)
+            else:
+                topology = latency_echo(source, sink, columns=mode != "callables")
+            app = KafkaStreams(topology, config)
             app.start()
             running.callback(app.close)
             queries = app.queries
@@ -118,8 +134,15 @@ def _measure(
         warm = collector.received
         if not warm:
             raise RuntimeError(f"{mode}: the first record did not come through within 120 s")
+        keyed = mode in ("keyed", "kstreams_keyed")
         sent, took = eos._produce_at_rate(
-            bs, source, keys, args.rate, args.seconds, encode=lambda ms: str(ms).encode()
+            bs,
+            source,
+            keys,
+            args.rate,
+            args.seconds,
+            encode=lambda ms: str(ms).encode(),
+            key_for=(lambda i: b"k%05d" % (i % KEYED_KEYS)) if keyed else None,
         )
         deadline = time.monotonic() + args.drain_timeout_s
         while collector.received < sent + warm and time.monotonic() < deadline:

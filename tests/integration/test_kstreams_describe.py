@@ -150,6 +150,11 @@ CASES: dict[str, tuple[str, dict[str, str], Callable[[], Topology]]] = {
         {"input": "in", "output": "out"},
         lambda: twins.latency_echo("in", "out", columns=True),
     ),
+    "latency-max": (
+        "latency-max",
+        {"input": "in", "output": "out"},
+        lambda: twins.latency_max("in", "out"),
+    ),
 }
 
 

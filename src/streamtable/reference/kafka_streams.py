@@ -112,6 +112,7 @@ TOPOLOGIES: dict[str, tuple[str, ...]] = {
     # Kafka's WordCountDemo; store=rocksdb (default) | memory picks the count's store
     "wordcount": ("input", "output", "store"),
     "latency-echo": ("input", "output"),
+    "latency-max": ("input", "output"),
 }
 
 #: The ``topic`` of a :func:`drive_reference` input entry that advances the driver's wall

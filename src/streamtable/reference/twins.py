@@ -39,6 +39,7 @@ __all__ = [
     "three_level",
     "flights_carrier_seats",
     "latency_echo",
+    "latency_max",
     "windowed_filter_join",
     "processor_punctuation",
     "CountingProcessor",
@@ -830,4 +831,34 @@ def latency_echo(input: str, output: str, *, columns: bool = False) -> Topology:
     else:
         stream = stream.filter(_non_negative).map_values(int)
     stream.to(output, key_serde=s, value_serde=long_)
+    return b.build()
+
+
+def latency_max(input: str, output: str) -> Topology:  # noqa: A002 - the Java param
+    """``latency-max`` (``bench/latency.py``'s keyed topology): the String value parsed into a
+    Long, the maximum per key (``reduce(max)``, store ``latest``), written as an 8-byte long.
+
+    A keyed aggregation with one state read and write and one output per record, like a keyed
+    count; its output value is the largest produce time of the key, so a latency can be read
+    off each output record.
+
+    Parameters
+    ----------
+    input, output : str
+        The source topic (String key, String decimal value) and the output topic (String key,
+        Long value).
+
+    Returns
+    -------
+    Topology
+    """
+    b = StreamsBuilder()
+    (
+        b.stream(input, key_serde=_S, value_serde=_S)
+        .map_values(int)
+        .group_by_key(key_serde=_S, value_serde=Serdes.long())
+        .reduce(max, name="latest")
+        .to_stream()
+        .to(output, key_serde=_S, value_serde=Serdes.long())
+    )
     return b.build()

@@ -173,6 +173,7 @@ public final class ReferenceApp {
             case "processor-punctuation" -> processorPunctuation(b, p);
             case "wordcount" -> wordCount(b, p);
             case "latency-echo" -> latencyEcho(b, p);
+            case "latency-max" -> latencyMax(b, p);
             default -> throw new IllegalArgumentException("unknown topology " + topology);
         }
     }
@@ -496,6 +497,20 @@ public final class ReferenceApp {
         b.stream(required(p, "input"), Consumed.with(STR, STR))
                 .filter((key, value) -> Long.parseLong(value) >= 0)
                 .mapValues(value -> Long.parseLong(value))
+                .to(required(p, "output"), Produced.with(STR, Serdes.Long()));
+    }
+
+    /**
+     * bench/latency.py's keyed topology: the String value parsed into a Long, the maximum per key
+     * (a reduce over store "latest": one state read and write and one output per record; the
+     * output value is a produce time, so the latency of a stateful step can be read off it).
+     */
+    static void latencyMax(StreamsBuilder b, Map<String, String> p) {
+        b.stream(required(p, "input"), Consumed.with(STR, STR))
+                .mapValues(value -> Long.parseLong(value))
+                .groupByKey(Grouped.with(STR, Serdes.Long()))
+                .reduce(Math::max, longStore("latest"))
+                .toStream()
                 .to(required(p, "output"), Produced.with(STR, Serdes.Long()));
     }
 
