@@ -413,9 +413,12 @@ def _summary(n: int, runs: dict[str, list[dict]], outputs: list[dict], final: bo
         out[f"ratio_streamtable_over_kafka_streams{suffix}"] = round(ratio, 3)
         out[f"ratio_incl_startup{suffix}"] = round(med[e]["total_s"] / st["total_s"], 3)
         out[f"meets_target_ratio{suffix}"] = ratio >= TARGET_RATIO_MIN
-        memory = out["streamtable"]["peak_engine_pss_mb"] / out[e]["peak_engine_pss_mb"]
-        out[f"memory_ratio_streamtable_over_kafka_streams{suffix}"] = round(memory, 3)
-        out[f"meets_target_memory{suffix}"] = memory <= 1.0
+        ks_mb = out[e]["peak_engine_pss_mb"]
+        memory = out["streamtable"]["peak_engine_pss_mb"] / ks_mb if ks_mb else None
+        out[f"memory_ratio_streamtable_over_kafka_streams{suffix}"] = (
+            None if memory is None else round(memory, 3)
+        )
+        out[f"meets_target_memory{suffix}"] = None if memory is None else memory <= 1.0
         out[f"outputs_agree{suffix}"] = all(o[f"vs_{e}"][agree] for o in outputs)
     out["outputs"] = outputs
     return out
