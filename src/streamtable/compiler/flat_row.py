@@ -6,7 +6,8 @@ its own list of column names and converts each value looking for nested rows. A
 :class:`FlatRow` subclass names its columns once, as a class attribute, is built from
 positional values, and zips names and values (its columns are flat: bytes, numbers, strings).
 Measured with py-spy on ``bench/windows.py``'s ``synthetic_updates``: building and converting
-keyword rows was about a fifth of the state processor's Python time.
+keyword rows was about a quarter of the time of the Python worker running the state processor;
+a ``FlatRow`` costs 4.2 µs to build and convert where a keyword row cost 10.6 µs.
 
 Pure Python: runs inside Spark's Python workers.
 """
