@@ -170,7 +170,29 @@ def _measure(
             "mean": round(statistics.fmean(lat)) if lat else None,
         },
         "batch_ms_median": statistics.median(batches) if batches else None,
+        "batch_breakdown_ms_median": _breakdown(progresses),
     }
+
+
+def _breakdown(progresses: list[Any]) -> dict[str, float] | None:
+    """Medians over the micro-batches that read records: each ``durationMs`` phase, the
+    records read, and the state operators' update and commit times (summed over operators).
+    """
+    data = [p for p in progresses if p.numInputRows]
+    if not data:
+        return None
+    columns: dict[str, list[float]] = {"records": [float(p.numInputRows) for p in data]}
+    for p in data:
+        for phase, ms in p.durationMs.items():
+            columns.setdefault(phase, []).append(float(ms))
+    if any(p.stateOperators for p in data):
+        columns["state_updates"] = [
+            float(sum(o.allUpdatesTimeMs for o in p.stateOperators)) for p in data
+        ]
+        columns["state_commit"] = [
+            float(sum(o.commitTimeMs for o in p.stateOperators)) for p in data
+        ]
+    return {k: statistics.median(v) for k, v in sorted(columns.items())}
 
 
 def main(argv: list[str] | None = None) -> int:
