@@ -55,6 +55,8 @@ log = logging.getLogger("bench.latency")
 MODES = ("callables", "columns", "real_time", "kstreams", "keyed", "kstreams_keyed")
 #: Keys of the keyed modes, taken round-robin (see the module doc).
 KEYED_KEYS = 10_000
+#: The modes that run the keyed topology.
+KEYED_MODES = ("keyed", "kstreams_keyed")
 #: The Kafka Streams modes and the ``ReferenceApp`` topology each runs.
 KSTREAMS_MODES = {"kstreams": "latency-echo", "kstreams_keyed": "latency-max"}
 PARTITIONS = 2
@@ -134,7 +136,7 @@ def _measure(
         warm = collector.received
         if not warm:
             raise RuntimeError(f"{mode}: the first record did not come through within 120 s")
-        keyed = mode in ("keyed", "kstreams_keyed")
+        keyed = mode in KEYED_MODES
         sent, took = eos._produce_at_rate(
             bs,
             source,

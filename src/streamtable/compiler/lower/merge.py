@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from streamtable.compiler.codecs import PickleCodec
+from streamtable.compiler.flat_row import ddl_columns
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.compiler.lower.record_ops import convert
 from streamtable.compiler.record_stage import FRAME_DDL
 
-_COLUMNS = [c.split()[0] for c in FRAME_DDL.split(", ")]
+_COLUMNS = ddl_columns(FRAME_DDL)
 
 
 def lower_merge(ctx: CompileContext, inputs: list[Frame]) -> Frame:

@@ -43,10 +43,6 @@ OUTPUT_DDL = (
 )
 
 
-#: The column names of :data:`OUTPUT_DDL`, in order.
-OUTPUT_COLUMNS = tuple(ddl_columns(OUTPUT_DDL))
-
-
 class OutputRow(FlatRow):
     """A row of :data:`OUTPUT_DDL` (see :mod:`streamtable.compiler.flat_row`).
 
@@ -55,7 +51,7 @@ class OutputRow(FlatRow):
     (5, 't')
     """
 
-    __fields__ = list(OUTPUT_COLUMNS)
+    __fields__ = ddl_columns(OUTPUT_DDL)
 
 
 #: The processors' state: one value state of this name per page (group), one column
@@ -251,7 +247,7 @@ def _drop_rows(kernel: Any) -> list[Row]:
 
 
 #: The columns of :data:`OUTPUT_DDL` with their values in a row that sets none of them.
-_NO_OUTPUT = dict.fromkeys(OUTPUT_COLUMNS) | {"dropped": 0}
+_NO_OUTPUT = dict.fromkeys(OutputRow.__fields__) | {"dropped": 0}
 
 
 def output_row(**fields: Any) -> Row:
