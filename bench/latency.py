@@ -206,7 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--modes", default=",".join(MODES), help=f"subset of {','.join(MODES)}")
     ap.add_argument("--commit-interval-ms", type=int, default=100, help="micro-batch trigger")
     ap.add_argument("--drain-timeout-s", type=float, default=60)
+    bench_run.add_spark_config_option(ap)
     args = ap.parse_args(argv)
+    spark_conf = bench_run.spark_config(ap, args)
     modes = [m for m in args.modes.split(",") if m]
     unknown = sorted(set(modes) - set(MODES))
     if unknown:
@@ -219,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {"args": vars(args), "targets": TARGETS}
     tmp = Path(tempfile.mkdtemp(prefix="streamtable-bench-latency-"))
     with EmbeddedKafka() as kafka:
-        spark = get_spark({})
+        # the session is made here, once: every streamtable mode runs on it
+        spark = get_spark(spark_conf)
         result["modes"] = {}
         for mode in modes:
             r = run_mode(args, kafka.bootstrap_servers, tmp, mode)

@@ -661,6 +661,28 @@ def machine_info(spark: Any | None) -> dict[str, Any]:
     return info
 
 
+def add_spark_config_option(ap: argparse.ArgumentParser) -> None:
+    """``--config spark.KEY=VALUE`` (repeatable): settings of the Spark session a benchmark
+    makes, for A/B runs against streamtable's defaults (one process per side: a session's
+    settings are fixed when it starts)."""
+    ap.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="spark.KEY=VALUE",
+        help="a setting of the Spark session the benchmark starts, for A/B runs; repeatable",
+    )
+
+
+def spark_config(ap: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, str]:
+    """The ``--config`` entries of :func:`add_spark_config_option` as a dict (a usage error
+    for an entry that is not ``spark.KEY=VALUE``)."""
+    bad = [c for c in args.config if "=" not in c or not c.startswith("spark.")]
+    if bad:
+        ap.error(f"--config takes spark.KEY=VALUE, got {bad}")
+    return dict(c.split("=", 1) for c in args.config)
+
+
 def json_only_stdout() -> int:
     """Log to stderr and send everything else written to fd 1 (child JVMs included) there too,
     so that stdout carries only the final JSON; returns the saved stdout for
