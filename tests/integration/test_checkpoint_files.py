@@ -33,6 +33,16 @@ def _write(spark, manager, path, name: str, data: bytes, overwrite: bool) -> Non
     out.close()
 
 
+def _read(spark, manager, path, name: str) -> bytes:
+    """The file's bytes read through the manager: Hadoop checks them against the .crc file."""
+    jvm = spark.sparkContext._jvm
+    stream = manager.open(jvm.org.apache.hadoop.fs.Path(path, name))
+    try:
+        return bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(stream))
+    finally:
+        stream.close()
+
+
 def test_the_session_writes_checkpoints_through_hadoops_local_filesystem(spark, tmp_path):
     manager, path = _manager(spark, tmp_path)
     assert manager.getClass().getName() == f"{_MANAGERS}.FileSystemBasedCheckpointFileManager"
@@ -51,14 +61,14 @@ def test_a_checkpoint_file_that_may_not_be_replaced_is_refused_and_kept(spark, t
     )
     # Spark's offset log treats exactly this exception as "another query wrote this batch"
     assert hadoop_exists.isInstance(error), error.getClass().getName()
-    assert (tmp_path / "0").read_bytes() == b"first writer"
+    assert _read(spark, manager, path, "0") == b"first writer"
 
 
 def test_a_state_version_written_again_replaces_the_old_file(spark, tmp_path):
     manager, path = _manager(spark, tmp_path)
     _write(spark, manager, path, "3.changelog", b"first attempt", overwrite=True)
     _write(spark, manager, path, "3.changelog", b"re-run batch", overwrite=True)
-    assert (tmp_path / "3.changelog").read_bytes() == b"re-run batch"
+    assert _read(spark, manager, path, "3.changelog") == b"re-run batch"
     assert sorted(p.name for p in tmp_path.iterdir() if not p.name.endswith(".crc")) == [
         "3.changelog"
     ]

@@ -29,6 +29,10 @@ from streamtable.runtime.spark_log import jvm_output_to
 
 log = logging.getLogger("streamtable")
 
+_FILE_SYSTEM_MANAGER = (
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+)
+_LOCAL_FILE_SYSTEM = "org.apache.hadoop.fs.LocalFileSystem"
 _DEFAULTS: dict[str, str] = {
     "spark.master": "local[2]",
     "spark.app.name": "streamtable",
@@ -62,18 +66,17 @@ _DEFAULTS: dict[str, str] = {
     # process for each side of each rename, .crc files included: a fork of the JVM each time.
     # bench/latency.py, keyed reduce over 4 state partitions: a micro-batch's state commit took
     # 353-390 ms with it and 30-36 ms with Hadoop's FileSystem rename (docs/deployment.md,
-    # "Checkpoint files"). state.dir is a local (or mounted) filesystem, where rename is
-    # atomic; the FileSystem manager's exists-then-rename for files that must not be
-    # overwritten (the offset log) is safe with one running instance per state.dir (the lock).
-    "spark.sql.streaming.checkpointFileManagerClass": (
-        "org.apache.spark.sql.execution.streaming.checkpointing."
-        "FileSystemBasedCheckpointFileManager"
-    ),
-    # Hadoop's own local filesystem for file: paths. PySpark's Hive jar registers Hive's
-    # ProxyLocalFileSystem for the scheme too and wins the service-loader race; its rename
-    # refuses an existing destination, so the FileSystem manager above would keep a stale state
-    # file when a re-run micro-batch writes its version again.
-    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.LocalFileSystem",
+    # "Checkpoint files"). The rename rules are the same on a local filesystem: a file that
+    # must not be replaced (an offset log entry) is refused when it exists, as FileContext's
+    # local rename also checked before renaming; a state version written again replaces the
+    # old file in one rename(2) (FileContext deleted it first). Only with Hadoop's own
+    # LocalFileSystem below (see _session_settings).
+    "spark.sql.streaming.checkpointFileManagerClass": _FILE_SYSTEM_MANAGER,
+    # Hadoop's own local filesystem for file: paths. PySpark's hive-exec jar lists Hive's
+    # ProxyLocalFileSystem after it in its FileSystem service file, so Hive's provides file:;
+    # its rename refuses an existing destination, and the FileSystem manager above would keep
+    # a stale state file when a re-run micro-batch writes its version again.
+    "spark.hadoop.fs.file.impl": _LOCAL_FILE_SYSTEM,
 }
 #: Local sessions only: Python workers forked with pandas, pyarrow and streamtable's stages
 #: already imported (see streamtable.runtime.worker_daemon). Not on a cluster, where the daemon
@@ -138,6 +141,28 @@ def _start_python_workers(spark: SparkSession) -> None:
             log.debug("loading RocksDB ahead failed: %s", e)
 
 
+def _session_settings(conf: Mapping[str, str]) -> dict[str, str]:
+    """The session defaults of streamtable, overridden by ``conf``.
+
+    The FileSystem-based checkpoint manager is kept only on Hadoop's own ``LocalFileSystem``
+    (or when ``conf`` names a manager itself): with another ``fs.file.impl`` Spark's default
+    manager is used, since a filesystem whose rename does not replace an existing file would
+    keep stale state files under it.
+
+    >>> key = "spark.sql.streaming.checkpointFileManagerClass"
+    >>> _session_settings({})[key].endswith("FileSystemBasedCheckpointFileManager")
+    True
+    >>> key in _session_settings({"spark.hadoop.fs.file.impl": "com.example.MyLocalFs"})
+    False
+    """
+    settings = dict(_DEFAULTS)
+    settings.update(conf)
+    manager = "spark.sql.streaming.checkpointFileManagerClass"
+    if settings["spark.hadoop.fs.file.impl"] != _LOCAL_FILE_SYSTEM and manager not in conf:
+        del settings[manager]
+    return settings
+
+
 def get_spark(
     conf: Mapping[str, str] | None = None,
     log_to: str | None = None,
@@ -184,8 +209,7 @@ def get_spark(
             return active
         check_java()
         jars = resolve_jars("spark-kafka")
-        settings = dict(_DEFAULTS)
-        settings.update(conf or {})
+        settings = _session_settings(conf or {})
         if "spark.driver.extraJavaOptions" not in settings:
             log_config = Path(__file__).with_name("log4j2.properties")
             settings["spark.driver.extraJavaOptions"] = (
