@@ -39,6 +39,18 @@ def test_a_recorded_archive_is_mapped_by_the_next_jvm(tmp_path):
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
 
 
+def test_the_sessions_key_changes_with_streamtable_s_session_defaults(monkeypatch):
+    from streamtable.runtime import spark as spark_module
+
+    before = spark_module.session_archive_key(None)
+    if before is None:
+        pytest.skip("this Java cannot share classes dynamically (not HotSpot 13+)")
+    assert spark_module.session_archive_key(None) == before
+    manager = "spark.sql.streaming.checkpointFileManagerClass"
+    monkeypatch.setitem(spark_module._DEFAULTS, manager, "another.CheckpointFileManager")
+    assert spark_module.session_archive_key(None) != before
+
+
 def test_the_test_sessions_driver_jvm_takes_the_options_and_shares_classes(spark):
     plan = current_archive_plan()
     if plan is None or not plan.options:

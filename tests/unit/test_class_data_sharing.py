@@ -122,6 +122,30 @@ def test_the_key_changes_with_spark_jars(tmp_path):
     assert cds.archive_key("java", "17", str(tmp_path)) != before
 
 
+def test_the_build_digest_changes_with_streamtable_version_and_defaults(monkeypatch):
+    import streamtable
+
+    before = cds.build_digest({"spark.a": "1"})
+    assert cds.build_digest({"spark.a": "1", "spark.b": "2"}) != before
+    monkeypatch.setattr(streamtable, "__version__", "0.0.0-other")
+    assert cds.build_digest({"spark.a": "1"}) != before
+
+
+def test_archives_no_jvm_mapped_for_30_days_are_deleted_and_a_mapped_one_is_kept(tmp_path):
+    month = 31 * 86400
+    (tmp_path / "k1.jsa").write_bytes(ARCHIVE)
+    os.utime(tmp_path / "k1.jsa", (0, os.path.getmtime(tmp_path / "k1.jsa") - month))
+    (tmp_path / "old.jsa").write_bytes(ARCHIVE)
+    os.utime(tmp_path / "old.jsa", (0, os.path.getmtime(tmp_path / "old.jsa") - month))
+    (tmp_path / "recent.jsa").write_bytes(ARCHIVE)
+    os.utime(tmp_path / "recent.jsa", (0, os.path.getmtime(tmp_path / "recent.jsa") - 86400))
+    plan = cds.plan_archive("k1", tmp_path)
+    assert f"-XX:SharedArchiveFile={tmp_path / 'k1.jsa'}" in plan.options
+    assert sorted(p.name for p in tmp_path.glob("*.jsa")) == ["k1.jsa", "recent.jsa"]
+    # mapping it marks it used: it is not pruned a month from now by another key's start
+    assert os.path.getmtime(tmp_path / "k1.jsa") > os.path.getmtime(tmp_path / "recent.jsa")
+
+
 def test_the_register_marker_names_the_jvm(tmp_path):
     plan = cds.plan_archive("k1", tmp_path)
     plan.register(12345)

@@ -8,9 +8,10 @@ sharing (AppCDS, JEP 350) records the classes a JVM loaded into such an archive 
 exits (``-XX:ArchiveClassesAtExit``); later JVMs map it (``-XX:SharedArchiveFile``).
 
 streamtable does this for the driver JVMs it launches (:func:`~streamtable.runtime.spark.
-get_spark`), with one archive per Java installation and PySpark version under
+get_spark`), with one archive per Java installation, PySpark and streamtable version (and
+streamtable's default session settings) under
 ``$STREAMTABLE_CDS_CACHE``, else ``$XDG_CACHE_HOME/streamtable/cds``, else
-``~/.cache/streamtable/cds`` (about 150 MB):
+``~/.cache/streamtable/cds`` (150-200 MB; one no JVM mapped for 30 days is deleted):
 
 - when the archive exists, the JVM maps it (the JVM itself checks that the archive matches its
   build and class path, and ignores one that does not: never an error, only a slower start);
@@ -35,6 +36,7 @@ import hashlib
 import os
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,10 +79,28 @@ def archive_key(java: str, java_version_output: str, spark_jars_dir: str | None)
     return h.hexdigest()[:20]
 
 
-def driver_archive_key(spark_home: str | None = None) -> str | None:
+def build_digest(session_defaults: Mapping[str, str]) -> str:
+    """What, besides Java and Spark, decides which classes a driver JVM loads: this
+    streamtable's version and its default session settings (a default such as the checkpoint
+    file manager brings its own classes).
+
+    >>> build_digest({"a": "1"}) == build_digest({"a": "1"})
+    True
+    >>> build_digest({"a": "1"}) == build_digest({"a": "2"})
+    False
+    """
+    from streamtable import __version__
+
+    h = hashlib.sha256(__version__.encode())
+    for k, v in sorted(session_defaults.items()):
+        h.update(f"\n{k}={v}".encode())
+    return h.hexdigest()[:20]
+
+
+def driver_archive_key(spark_home: str | None = None, build: str = "") -> str | None:
     """The archive key of the driver JVM :func:`~streamtable.runtime.spark.get_spark` starts
-    (this Java, this PySpark), or None when this Java cannot share classes dynamically (not
-    HotSpot 13+, or without a base archive).
+    (this Java, this PySpark, this streamtable), or None when this Java cannot share classes
+    dynamically (not HotSpot 13+, or without a base archive).
 
     Parameters
     ----------
@@ -88,6 +108,10 @@ def driver_archive_key(spark_home: str | None = None) -> str | None:
         The JVM's ``SPARK_HOME`` (default: ``$SPARK_HOME``, else the installed ``pyspark``
         package). Part of the key: the JVM's class path names the jars under it, and an
         archive maps only for the class path it was recorded with.
+    build : str, optional
+        From :func:`build_digest`. Part of the key: the JVM checks the archive against its
+        class path only, so an archive recorded by another streamtable would map and silently
+        miss the classes this one loads (about 2 s per start, measured).
 
     Raises
     ------
@@ -107,7 +131,7 @@ def driver_archive_key(spark_home: str | None = None) -> str | None:
     if not supports_dynamic_archive(output, feature) or not has_base_archive(java):
         return None
     home = spark_home or os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
-    return archive_key(java, f"{output}\n{home}", os.path.join(home, "jars"))
+    return archive_key(java, f"{output}\n{home}\n{build}", os.path.join(home, "jars"))
 
 
 def supports_dynamic_archive(java_version_output: str, feature: int) -> bool:
@@ -234,6 +258,19 @@ def _settle(directory: Path, key: str) -> bool:
     return running
 
 
+#: An archive no driver JVM has mapped for this long is deleted (the archive of an earlier
+#: streamtable, PySpark or Java: each takes 150-200 MB).
+_UNUSED_AGE_S = 30 * 86400.0
+
+
+def _prune_unused(directory: Path, keep: Path) -> None:
+    now = time.time()
+    for archive in directory.glob("*.jsa"):
+        with contextlib.suppress(OSError):
+            if archive != keep and now - archive.stat().st_mtime > _UNUSED_AGE_S:
+                archive.unlink()
+
+
 def plan_archive(key: str, directory: Path | None = None) -> ArchivePlan:
     """Options for the next driver JVM: map the archive of ``key``, or record it.
 
@@ -248,7 +285,8 @@ def plan_archive(key: str, directory: Path | None = None) -> ArchivePlan:
     -------
     ArchivePlan
         No options when the folder cannot be written or has whitespace in its path, or
-        another JVM is recording. Never raises.
+        another JVM is recording. Never raises. Archives of other keys that no JVM has mapped
+        for 30 days are deleted.
     """
     directory = directory or cache_dir()
     if any(c.isspace() for c in str(directory)):
@@ -259,7 +297,10 @@ def plan_archive(key: str, directory: Path | None = None) -> ArchivePlan:
     except OSError:
         return ArchivePlan(())
     final = directory / f"{key}.jsa"
+    _prune_unused(directory, final)
     if final.is_file():
+        with contextlib.suppress(OSError):
+            os.utime(final)  # in use: not pruned
         return ArchivePlan((f"-XX:SharedArchiveFile={final}", "-Xshare:auto", *_QUIET))
     if running:
         return ArchivePlan(())
@@ -291,11 +332,10 @@ def record_now(timeout_s: float = 120.0) -> Path | None:
     from pyspark.sql import SparkSession
 
     from streamtable.errors import StreamsError
-    from streamtable.runtime.spark import current_archive_plan, get_spark
+    from streamtable.runtime.spark import current_archive_plan, get_spark, session_archive_key
     from streamtable.runtime.spark_home import local_spark_home
 
-    home = local_spark_home()  # the one get_spark gives the local JVM below
-    key = driver_archive_key(str(home) if home else None)
+    key = session_archive_key(local_spark_home())  # the home get_spark gives the local JVM
     if key is None:
         return None
     final = cache_dir() / f"{key}.jsa"

@@ -110,6 +110,15 @@ def current_archive_plan() -> cds.ArchivePlan | None:
     return _archive_plan
 
 
+def session_archive_key(spark_home: Path | None) -> str | None:
+    """The class data sharing archive key of the driver JVM :func:`get_spark` starts with
+    ``spark_home`` (see :func:`~streamtable.runtime.class_data_sharing.driver_archive_key`):
+    keyed by this streamtable's version and session defaults too.
+    """
+    build = cds.build_digest({**_DEFAULTS, **_LOCAL_DEFAULTS})
+    return cds.driver_archive_key(str(spark_home) if spark_home else None, build)
+
+
 def _start_python_workers(spark: SparkSession) -> None:
     """Start the local executor's Python worker daemon and a worker per core, in the
     background: while the application compiles its topology and its queries plan their first
@@ -238,7 +247,7 @@ def get_spark(
         plan = None
         own_options = settings["spark.driver.extraJavaOptions"]
         key = (
-            cds.driver_archive_key(str(home) if home else None)
+            session_archive_key(home)
             if class_data_sharing and not cds.user_manages_sharing(own_options)
             else None
         )
