@@ -30,13 +30,18 @@ All under ``at_least_once`` (real-time mode writes through Spark's Kafka sink). 
 object (p50/p95/p99/max per mode, whether every record arrived); logs go to stderr. Never
 asserts timings.
 
-    python bench/latency.py [--rate N] [--seconds S] [--modes a,b] [--commit-interval-ms MS]
+With ``--warmup-s W`` every mode first runs the same load for W seconds, not measured (the
+JVMs' just-in-time compilers warm up meanwhile; Spark's still took a third of a core a minute
+into a keyed run): the figures are then a long-running application's.
+
+    python bench/latency.py [--rate N] [--seconds S] [--warmup-s W] [--modes a,b] [--commit-interval-ms MS]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import logging
 import statistics
 import sys
@@ -137,20 +142,38 @@ def _measure(
         if not warm:
             raise RuntimeError(f"{mode}: the first record did not come through within 120 s")
         keyed = mode in KEYED_MODES
-        sent, took = eos._produce_at_rate(
-            bs,
-            source,
-            keys,
-            args.rate,
-            args.seconds,
-            encode=lambda ms: str(ms).encode(),
-            key_for=(lambda i: b"k%05d" % (i % KEYED_KEYS)) if keyed else None,
-        )
+
+        def load(seconds: float) -> tuple[int, float]:
+            return eos._produce_at_rate(
+                bs,
+                source,
+                keys,
+                args.rate,
+                seconds,
+                encode=lambda ms: str(ms).encode(),
+                key_for=(lambda i: b"k%05d" % (i % KEYED_KEYS)) if keyed else None,
+            )
+
+        if args.warmup_s > 0:
+            # the same load, not measured: the JVMs compile their hot code meanwhile (Spark's
+            # C2 compiler thread still took a third of a core after a minute); records
+            # produced before the measured load starts are not counted even when they
+            # arrive during it
+            load(args.warmup_s)
+            collector.since_ms = int(time.time() * 1000)
+            warm = collector.received
+        sent, took = load(args.seconds)
         deadline = time.monotonic() + args.drain_timeout_s
         while collector.received < sent + warm and time.monotonic() < deadline:
             time.sleep(0.05)
         drained = collector.received >= sent + warm
-        progresses = [p for q in queries for p in q.recentProgress]
+        # the micro-batches that started after the warm-up (recentProgress holds the last 100)
+        progresses = [
+            p
+            for q in queries
+            for p in q.recentProgress
+            if _progress_ms(p.timestamp) >= collector.since_ms
+        ]
     finally:
         collector.stop_event.set()
         collector.join(30)
@@ -174,6 +197,12 @@ def _measure(
         "batch_ms_median": statistics.median(batches) if batches else None,
         "batch_breakdown_ms_median": _breakdown(progresses),
     }
+
+
+def _progress_ms(timestamp: str) -> int:
+    """A progress report's start time (``2026-11-27T05:30:00.123Z``) in epoch ms."""
+    parsed = datetime.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    return int(parsed.timestamp() * 1000)
 
 
 def _breakdown(progresses: list[Any]) -> dict[str, float] | None:
@@ -206,6 +235,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--modes", default=",".join(MODES), help=f"subset of {','.join(MODES)}")
     ap.add_argument("--commit-interval-ms", type=int, default=100, help="micro-batch trigger")
     ap.add_argument("--drain-timeout-s", type=float, default=60)
+    ap.add_argument(
+        "--warmup-s",
+        type=float,
+        default=0,
+        help="seconds of the same load before the measured --seconds, not measured (default 0)",
+    )
     bench_run.add_spark_config_option(ap)
     args = ap.parse_args(argv)
     spark_conf = bench_run.spark_config(ap, args)
