@@ -167,7 +167,7 @@ def _measure(
         while collector.received < sent + warm and time.monotonic() < deadline:
             time.sleep(0.05)
         drained = collector.received >= sent + warm
-        # the micro-batches that started after the warm-up (recentProgress holds the last 100)
+        # the micro-batches that started after the warm-up
         progresses = [
             p
             for q in queries
@@ -244,6 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     bench_run.add_spark_config_option(ap)
     args = ap.parse_args(argv)
     spark_conf = bench_run.spark_config(ap, args)
+    # every measured micro-batch in the breakdown (Spark keeps the last 100 reports by default)
+    spark_conf.setdefault("spark.sql.streaming.numRecentProgressUpdates", "2000")
     modes = [m for m in args.modes.split(",") if m]
     unknown = sorted(set(modes) - set(MODES))
     if unknown:

@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -40,7 +41,8 @@ def test_a_finished_recording_is_moved_into_place_and_mapped_by_the_next_jvm(tmp
     assert final.read_bytes() == ARCHIVE
     assert nxt.recording is None
     assert f"-XX:SharedArchiveFile={final}" in nxt.options and "-Xshare:auto" in nxt.options
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["k1.jsa"]
+    # no leftover recording or marker; the mapped archive's time of use is noted beside it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["k1.jsa", "k1.used"]
 
 
 def test_while_a_jvm_records_others_neither_record_nor_map(tmp_path):
@@ -122,28 +124,37 @@ def test_the_key_changes_with_spark_jars(tmp_path):
     assert cds.archive_key("java", "17", str(tmp_path)) != before
 
 
-def test_the_build_digest_changes_with_streamtable_version_and_defaults(monkeypatch):
+def test_the_defaults_digest_changes_with_streamtable_version_and_defaults(monkeypatch):
     import streamtable
 
-    before = cds.build_digest({"spark.a": "1"})
-    assert cds.build_digest({"spark.a": "1", "spark.b": "2"}) != before
+    before = cds.defaults_digest({"spark.a": "1"})
+    assert cds.defaults_digest({"spark.a": "1", "spark.b": "2"}) != before
     monkeypatch.setattr(streamtable, "__version__", "0.0.0-other")
-    assert cds.build_digest({"spark.a": "1"}) != before
+    assert cds.defaults_digest({"spark.a": "1"}) != before
 
 
 def test_archives_no_jvm_mapped_for_30_days_are_deleted_and_a_mapped_one_is_kept(tmp_path):
-    month = 31 * 86400
-    (tmp_path / "k1.jsa").write_bytes(ARCHIVE)
-    os.utime(tmp_path / "k1.jsa", (0, os.path.getmtime(tmp_path / "k1.jsa") - month))
-    (tmp_path / "old.jsa").write_bytes(ARCHIVE)
-    os.utime(tmp_path / "old.jsa", (0, os.path.getmtime(tmp_path / "old.jsa") - month))
-    (tmp_path / "recent.jsa").write_bytes(ARCHIVE)
-    os.utime(tmp_path / "recent.jsa", (0, os.path.getmtime(tmp_path / "recent.jsa") - 86400))
-    plan = cds.plan_archive("k1", tmp_path)
-    assert f"-XX:SharedArchiveFile={tmp_path / 'k1.jsa'}" in plan.options
-    assert sorted(p.name for p in tmp_path.glob("*.jsa")) == ["k1.jsa", "recent.jsa"]
-    # mapping it marks it used: it is not pruned a month from now by another key's start
-    assert os.path.getmtime(tmp_path / "k1.jsa") > os.path.getmtime(tmp_path / "recent.jsa")
+    month_ago = time.time() - 31 * 86400
+    mine, old, recent, used_lately = "a" * 20, "b" * 20, "c" * 20, "d" * 20
+    for key in (mine, old, recent, used_lately):
+        (tmp_path / f"{key}.jsa").write_bytes(ARCHIVE)
+    for key in (mine, old, used_lately):
+        os.utime(tmp_path / f"{key}.jsa", (month_ago, month_ago))
+    (tmp_path / f"{used_lately}.used").touch()  # mapped lately, recorded long ago
+    (tmp_path / f"{old}.used").touch()
+    os.utime(tmp_path / f"{old}.used", (month_ago, month_ago))
+    (tmp_path / "not-ours.jsa").write_bytes(b"x")  # not an archive name of streamtable's
+    os.utime(tmp_path / "not-ours.jsa", (month_ago, month_ago))
+    plan = cds.plan_archive(mine, tmp_path)
+    assert f"-XX:SharedArchiveFile={tmp_path / f'{mine}.jsa'}" in plan.options
+    assert sorted(p.name for p in tmp_path.glob("*.jsa")) == sorted(
+        [f"{mine}.jsa", f"{recent}.jsa", f"{used_lately}.jsa", "not-ours.jsa"]
+    )
+    assert not (tmp_path / f"{old}.used").exists()
+    # mapping it marks it used (its own .used file; the archive is not written): a month from
+    # now another key's start does not prune it
+    assert (tmp_path / f"{mine}.used").stat().st_mtime > month_ago + 30 * 86400
+    assert os.path.getmtime(tmp_path / f"{mine}.jsa") == pytest.approx(month_ago)
 
 
 def test_the_register_marker_names_the_jvm(tmp_path):

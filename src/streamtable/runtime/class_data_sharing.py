@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import sys
 import time
 from collections.abc import Mapping
@@ -79,14 +80,25 @@ def archive_key(java: str, java_version_output: str, spark_jars_dir: str | None)
     return h.hexdigest()[:20]
 
 
-def build_digest(session_defaults: Mapping[str, str]) -> str:
+def defaults_digest(session_defaults: Mapping[str, str]) -> str:
     """What, besides Java and Spark, decides which classes a driver JVM loads: this
     streamtable's version and its default session settings (a default such as the checkpoint
     file manager brings its own classes).
 
-    >>> build_digest({"a": "1"}) == build_digest({"a": "1"})
+    Parameters
+    ----------
+    session_defaults : Mapping[str, str]
+        streamtable's default Spark settings (not a user's: an archive per application would
+        multiply 150-200 MB files).
+
+    Returns
+    -------
+    str
+        20 hex digits; the same for the same version and settings in any process.
+
+    >>> defaults_digest({"a": "1"}) == defaults_digest({"a": "1"})
     True
-    >>> build_digest({"a": "1"}) == build_digest({"a": "2"})
+    >>> defaults_digest({"a": "1"}) == defaults_digest({"a": "2"})
     False
     """
     from streamtable import __version__
@@ -97,10 +109,11 @@ def build_digest(session_defaults: Mapping[str, str]) -> str:
     return h.hexdigest()[:20]
 
 
-def driver_archive_key(spark_home: str | None = None, build: str = "") -> str | None:
-    """The archive key of the driver JVM :func:`~streamtable.runtime.spark.get_spark` starts
-    (this Java, this PySpark, this streamtable), or None when this Java cannot share classes
-    dynamically (not HotSpot 13+, or without a base archive).
+def driver_archive_key(spark_home: str | None = None, defaults: str = "") -> str | None:
+    """The archive key of a driver JVM of this Java and PySpark (and, with ``defaults``,
+    this streamtable: :func:`~streamtable.runtime.spark.session_archive_key` is the key of the
+    JVM :func:`~streamtable.runtime.spark.get_spark` starts), or None when this Java cannot
+    share classes dynamically (not HotSpot 13+, or without a base archive).
 
     Parameters
     ----------
@@ -108,8 +121,8 @@ def driver_archive_key(spark_home: str | None = None, build: str = "") -> str | 
         The JVM's ``SPARK_HOME`` (default: ``$SPARK_HOME``, else the installed ``pyspark``
         package). Part of the key: the JVM's class path names the jars under it, and an
         archive maps only for the class path it was recorded with.
-    build : str, optional
-        From :func:`build_digest`. Part of the key: the JVM checks the archive against its
+    defaults : str, optional
+        From :func:`defaults_digest`. Part of the key: the JVM checks the archive against its
         class path only, so an archive recorded by another streamtable would map and silently
         miss the classes this one loads (about 2 s per start, measured).
 
@@ -131,7 +144,7 @@ def driver_archive_key(spark_home: str | None = None, build: str = "") -> str | 
     if not supports_dynamic_archive(output, feature) or not has_base_archive(java):
         return None
     home = spark_home or os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__)
-    return archive_key(java, f"{output}\n{home}\n{build}", os.path.join(home, "jars"))
+    return archive_key(java, f"{output}\n{home}\n{defaults}", os.path.join(home, "jars"))
 
 
 def supports_dynamic_archive(java_version_output: str, feature: int) -> bool:
@@ -261,14 +274,39 @@ def _settle(directory: Path, key: str) -> bool:
 #: An archive no driver JVM has mapped for this long is deleted (the archive of an earlier
 #: streamtable, PySpark or Java: each takes 150-200 MB).
 _UNUSED_AGE_S = 30 * 86400.0
+#: The names of the archives :func:`archive_key` names (nothing else in the folder is pruned).
+_ARCHIVE_NAME = re.compile(r"[0-9a-f]{20}\.jsa")
+
+
+def _used(directory: Path, key: str) -> Path:
+    """The file whose mtime says when an archive was last mapped: a small file of its own, so
+    that the archive itself is never written after it is recorded (touching it would copy it
+    whole into a container's writable layer when an image holds it).
+    """
+    return directory / f"{key}.used"
+
+
+def _mark_used(directory: Path, key: str) -> None:
+    with contextlib.suppress(OSError):
+        _used(directory, key).touch()
 
 
 def _prune_unused(directory: Path, keep: Path) -> None:
+    """Delete the archives other than ``keep`` that no JVM has mapped for ``_UNUSED_AGE_S``
+    (their last use: the newer of the archive's and its ``.used`` file's mtime).
+    """
     now = time.time()
     for archive in directory.glob("*.jsa"):
+        if archive == keep or not _ARCHIVE_NAME.fullmatch(archive.name):
+            continue
+        used = _used(directory, archive.name[: -len(".jsa")])
         with contextlib.suppress(OSError):
-            if archive != keep and now - archive.stat().st_mtime > _UNUSED_AGE_S:
+            last = archive.stat().st_mtime
+            with contextlib.suppress(OSError):
+                last = max(last, used.stat().st_mtime)
+            if now - last > _UNUSED_AGE_S:
                 archive.unlink()
+                used.unlink(missing_ok=True)
 
 
 def plan_archive(key: str, directory: Path | None = None) -> ArchivePlan:
@@ -297,10 +335,10 @@ def plan_archive(key: str, directory: Path | None = None) -> ArchivePlan:
     except OSError:
         return ArchivePlan(())
     final = directory / f"{key}.jsa"
+    if final.is_file():
+        _mark_used(directory, key)  # before pruning: another start cannot take it meanwhile
     _prune_unused(directory, final)
     if final.is_file():
-        with contextlib.suppress(OSError):
-            os.utime(final)  # in use: not pruned
         return ArchivePlan((f"-XX:SharedArchiveFile={final}", "-Xshare:auto", *_QUIET))
     if running:
         return ArchivePlan(())

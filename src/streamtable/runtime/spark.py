@@ -111,12 +111,24 @@ def current_archive_plan() -> cds.ArchivePlan | None:
 
 
 def session_archive_key(spark_home: Path | None) -> str | None:
-    """The class data sharing archive key of the driver JVM :func:`get_spark` starts with
-    ``spark_home`` (see :func:`~streamtable.runtime.class_data_sharing.driver_archive_key`):
-    keyed by this streamtable's version and session defaults too.
+    """The class data sharing archive key of the driver JVM :func:`get_spark` starts.
+
+    Parameters
+    ----------
+    spark_home : pathlib.Path or None
+        The JVM's Spark home (None: ``$SPARK_HOME``, else the installed ``pyspark``).
+
+    Returns
+    -------
+    str or None
+        :func:`~streamtable.runtime.class_data_sharing.driver_archive_key` with this
+        streamtable's version and default session settings; None when this Java cannot share
+        classes dynamically. A user's own settings are not part of it: an archive recorded
+        with other defaults in effect (say another ``fs.file.impl``) maps, and only misses
+        the classes they bring.
     """
-    build = cds.build_digest({**_DEFAULTS, **_LOCAL_DEFAULTS})
-    return cds.driver_archive_key(str(spark_home) if spark_home else None, build)
+    defaults = cds.defaults_digest({**_DEFAULTS, **_LOCAL_DEFAULTS})
+    return cds.driver_archive_key(str(spark_home) if spark_home else None, defaults)
 
 
 def _start_python_workers(spark: SparkSession) -> None:

@@ -19,7 +19,9 @@ each fork: PySpark's worker runs a full ``gc.collect()`` after every task, which
 all of them, about 26 ms each time on an idle core and, in a forked worker, writes to every
 object's header and so copies the pages they share with the daemon. A profile of the keyed
 latency benchmark (py-spy ``--gil``, 5,000 records/s) found 86 % of the workers' GIL time in
-that call. A frozen object is never collected: the daemon's modules live as long as it does.
+that call. A frozen object is never collected: the daemon's modules live as long as it does,
+and in a worker an inherited object that becomes part of a garbage cycle stays (once per
+worker, bounded by what it inherited); objects freed by reference counting are freed as ever.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import importlib.machinery
 import os
 import sys
 import zipfile
+from collections.abc import Callable
 
 #: Imported before forking: the Arrow/pandas machinery of PySpark's worker and streamtable's
 #: Python stages and stateful processors.
@@ -114,9 +117,20 @@ def main() -> None:
 
     gc.collect()
     gc.freeze()
-    # what the manager made since: frozen too, in the daemon, right before each worker's fork
-    os.register_at_fork(before=gc.freeze)
+    # what the manager made since: frozen too, in the daemon, right before each worker's fork;
+    # not in a worker that forks itself (the hook is inherited): its objects stay collectable
+    os.register_at_fork(before=_freeze_in(os.getpid()))
     daemon.manager()
+
+
+def _freeze_in(daemon_pid: int) -> Callable[[], None]:
+    """A fork hook that freezes the objects of process ``daemon_pid`` only."""
+
+    def freeze() -> None:
+        if os.getpid() == daemon_pid:
+            gc.freeze()
+
+    return freeze
 
 
 if __name__ == "__main__":
