@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import logging
 import statistics
 import sys
@@ -131,6 +130,7 @@ def _measure(
 ) -> dict[str, Any]:
     """Feed the running app ``--rate`` records/s and take the collector's latencies."""
     from streamtable.demo.flights_data import produce_records
+    from streamtable.runtime.progress import parse_timestamp
 
     try:
         # a first record through the whole path: the query (or its real-time tasks) is running
@@ -172,7 +172,7 @@ def _measure(
             p
             for q in queries
             for p in q.recentProgress
-            if _progress_ms(p.timestamp) >= collector.since_ms
+            if (parse_timestamp(p.timestamp) or 0) >= collector.since_ms
         ]
     finally:
         collector.stop_event.set()
@@ -197,12 +197,6 @@ def _measure(
         "batch_ms_median": statistics.median(batches) if batches else None,
         "batch_breakdown_ms_median": _breakdown(progresses),
     }
-
-
-def _progress_ms(timestamp: str) -> int:
-    """A progress report's start time (``2026-11-27T05:30:00.123Z``) in epoch ms."""
-    parsed = datetime.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    return int(parsed.timestamp() * 1000)
 
 
 def _breakdown(progresses: list[Any]) -> dict[str, float] | None:

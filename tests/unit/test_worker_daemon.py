@@ -21,7 +21,7 @@ _SCRIPT = textwrap.dedent(
     from streamtable.runtime import worker_daemon
 
     def manager():
-        made = [[i] for i in range(5000)]  # after main()'s own freeze
+        made = [[i] for i in range(5000)]  # made by the manager, before its first fork
         before = gc.get_freeze_count()
         pid = os.fork()
         if pid == 0:  # the worker

@@ -115,9 +115,8 @@ def main() -> None:
             pass
     from pyspark import daemon
 
-    gc.collect()
-    gc.freeze()
-    # what the manager made since: frozen too, in the daemon, right before each worker's fork;
+    gc.collect()  # the imports' garbage is not frozen with them
+    # frozen in the daemon right before each worker's fork (what the manager made since too);
     # not in a worker that forks itself (the hook is inherited): its objects stay collectable
     os.register_at_fork(before=_freeze_in(os.getpid()))
     daemon.manager()
