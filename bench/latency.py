@@ -34,7 +34,8 @@ With ``--warmup-s W`` every mode first runs the same load for W seconds, not mea
 JVMs' just-in-time compilers warm up meanwhile; Spark's still took a third of a core a minute
 into a keyed run): the figures are then a long-running application's.
 
-    python bench/latency.py [--rate N] [--seconds S] [--warmup-s W] [--modes a,b] [--commit-interval-ms MS]
+    python bench/latency.py [--rate N] [--seconds S] [--warmup-s W] [--modes a,b]
+        [--commit-interval-ms MS] [--shuffle-partitions N]
 """
 
 from __future__ import annotations
@@ -85,6 +86,8 @@ def run_mode(args: argparse.Namespace, bs: str, tmp: Path, mode: str) -> dict[st
     }
     if mode == "real_time":
         config["streamtable.trigger"] = "real_time"
+    if args.shuffle_partitions:
+        config["streamtable.shuffle.partitions"] = args.shuffle_partitions
     since_ms = int(time.time() * 1000)
     collector = eos._Collector(bs, sink, since_ms, poll_s=0.002)
     collector.start()
@@ -234,6 +237,13 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=0,
         help="seconds of the same load before the measured --seconds, not measured (default 0)",
+    )
+    ap.add_argument(
+        "--shuffle-partitions",
+        type=int,
+        default=None,
+        help="streamtable.shuffle.partitions, the keyed mode's state partitions "
+        "(default: streamtable's, 4)",
     )
     bench_run.add_spark_config_option(ap)
     args = ap.parse_args(argv)

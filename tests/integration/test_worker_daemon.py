@@ -16,21 +16,23 @@ def _worker_facts(batches):  # runs in a Spark Python worker
 
     import pyarrow as pa
 
+    from streamtable.runtime.worker_daemon import PRELOAD  # imports none of them
+
     for _ in batches:
         yield pa.RecordBatch.from_pydict(
             {
                 "frozen": [gc.get_freeze_count()],
-                "preloaded": ["streamtable.compiler.record_stage" in sys.modules],
+                "missing": [",".join(m for m in PRELOAD if m not in sys.modules)],
             }
         )
 
 
 def test_workers_inherit_the_preloaded_modules_frozen(spark):
-    rows = spark.range(0, 2, 1, 2).mapInArrow(_worker_facts, "frozen long, preloaded boolean")
+    rows = spark.range(0, 2, 1, 2).mapInArrow(_worker_facts, "frozen long, missing string")
     facts = rows.collect()
     assert len(facts) == 2
     for row in facts:
-        assert row.preloaded
+        assert row.missing == "", f"not preloaded in the worker: {row.missing}"
         # the daemon's imports (pandas, pyarrow, pyspark's worker, streamtable's stages) are
         # tens of thousands of objects; a worker without the freeze has none frozen
         assert row.frozen > 20_000, row
