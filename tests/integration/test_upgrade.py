@@ -111,3 +111,39 @@ def test_a_step_after_an_aggregation_keeps_its_state_though_the_sink_name_change
     after = read_topic(bs, counts)
     assert after[: len(first)] == first
     assert [(k, struct.unpack(">q", v)[0]) for k, v, _ in after[len(first) :]] == [(b"k1", 6)]
+
+
+def test_a_changed_shuffle_partitions_is_named_and_the_checkpoint_keeps_its_own(
+    kafka_broker, topic_name, app_config, caplog
+):
+    from _support import ensure_topics, produce_values, read_topic
+
+    bs = kafka_broker.bootstrap_servers
+    source, counts = topic_name("in"), topic_name("counts")
+    ensure_topics(bs, {source: 2, counts: 1})
+    config = app_config(**{"streamtable.shuffle.partitions": 2})
+    produce_values(bs, source, [(f"k{i % 3}", "x") for i in range(9)])
+    topology = version(source, counts, None)
+    with caplog.at_level("WARNING", logger="streamtable"):
+        with KafkaStreams(topology, config) as app:
+            app.start()
+            app.await_caught_up(timeout=timedelta(minutes=3))
+        assert "shuffle.partitions" not in caplog.text  # a first start takes the setting
+        produce_values(bs, source, [("k0", "y")])
+        changed = {**config, "streamtable.shuffle.partitions": 3}
+        with KafkaStreams(topology, changed) as app:
+            app.start()
+            app.await_caught_up(timeout=timedelta(minutes=3))
+            state = app.queries[0].lastProgress["stateOperators"][0]
+    notices = [r.getMessage() for r in caplog.records if "shuffle.partitions" in r.getMessage()]
+    assert len(notices) == 1, caplog.text
+    assert (
+        f"[{config['application.id']}] streamtable.shuffle.partitions=3 does not apply"
+        in (notices[0])
+    )
+    assert "(query counts-sink: 2)" in notices[0]
+    assert f"streamtable reset --application-id {config['application.id']}" in notices[0]
+    # the restart ran on the checkpoint's 2 state partitions, and k0's count went on
+    assert state["numShufflePartitions"] == 2
+    last = read_topic(bs, counts)[-1]
+    assert (last[0], struct.unpack(">q", last[1])[0]) == (b"k0", 4)

@@ -23,7 +23,12 @@ from streamtable.errors import (
     TopologyError,
 )
 from streamtable.runtime.changelog_topics import ensure_changelog_topics
-from streamtable.runtime.checkpoint import FINGERPRINT_FILE, check_fingerprint, read_fingerprint
+from streamtable.runtime.checkpoint import (
+    FINGERPRINT_FILE,
+    check_fingerprint,
+    read_fingerprint,
+    reset_command,
+)
 from streamtable.runtime.checkpoint_adoption import adopt_renamed_checkpoints
 from streamtable.runtime.fencing import fence_recorded, prepare_exactly_once
 from streamtable.runtime.file_sink import file_sink_writer, prepare_file_sink
@@ -35,6 +40,7 @@ from streamtable.runtime.progress import ProgressLedger, caught_up, end_offsets
 from streamtable.runtime.repartition_topics import RepartitionPurger, ensure_repartition_topics
 from streamtable.runtime.starting_offsets import pending_batch_records
 from streamtable.runtime.state_lock import StateDirLock
+from streamtable.runtime.state_partitions import fixed_partitions_notice
 from streamtable.runtime.task_output import PRODUCER_FATAL, output_spec
 from streamtable.topology.topology import Topology
 
@@ -424,6 +430,14 @@ class KafkaStreams:
             bootstrap_servers=cfg.bootstrap_servers,
             state_dir=cfg.state_dir,
         )
+        notice = fixed_partitions_notice(
+            Path(cfg.checkpoint_dir),
+            cfg.shuffle_partitions,
+            cfg.application_id,
+            reset_command(self.topology, cfg.application_id, cfg.bootstrap_servers, cfg.state_dir),
+        )
+        if notice is not None:
+            log.warning("%s", notice)
         fenced = fence_recorded(cfg) if cfg.processing_guarantee == "exactly_once_v2" else set()
         return admin, partitions, fenced, first_start
 

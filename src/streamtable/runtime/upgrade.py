@@ -46,6 +46,7 @@ from streamtable.runtime.checkpoint_adoption import (
     renamed_queries,
 )
 from streamtable.runtime.starting_offsets import batch_ids
+from streamtable.runtime.state_partitions import fixed_partitions_notice, stored_shuffle_partitions
 from streamtable.topology.topology import Topology
 
 __all__ = ["QueryUpgrade", "UpgradeReport", "check_upgrade"]
@@ -90,6 +91,9 @@ class UpgradeReport:
         Per query, when compatible.
     reset : str or None
         The ``streamtable reset`` command that starts over, when incompatible.
+    notices : tuple of str
+        What a compatible restart will not do as configured (a changed
+        ``streamtable.shuffle.partitions``: the checkpoints keep theirs).
     """
 
     application_id: str
@@ -99,6 +103,7 @@ class UpgradeReport:
     changes: tuple[str, ...]
     queries: tuple[QueryUpgrade, ...]
     reset: str | None
+    notices: tuple[str, ...] = ()
 
     def text(self) -> str:
         """The report as lines for the console."""
@@ -113,12 +118,15 @@ class UpgradeReport:
             return "\n".join(lines)
         lines = [f"{head}: compatible; a restart resumes from the checkpoints."]
         lines += [f"  {q.action:<8} {q.name}: {q.detail}" for q in self.queries]
+        lines += [f"  note: {n}" for n in self.notices]
         return "\n".join(lines)
 
 
 def _after(query_dir: Path) -> str:
     commits = batch_ids(query_dir / "commits")
-    return f"after batch {max(commits)}" if commits else "no committed batch yet"
+    after = f"after batch {max(commits)}" if commits else "no committed batch yet"
+    partitions = stored_shuffle_partitions(query_dir)
+    return after if partitions is None else f"{after}, on its {partitions} state partitions"
 
 
 def _resumes(name: str, query_dir: Path) -> QueryUpgrade:
@@ -238,6 +246,18 @@ def check_upgrade(
                 + "; it stays on disk until the next reset",
             )
         )
+    notice = fixed_partitions_notice(
+        checkpoint_dir,
+        config.shuffle_partitions,
+        config.application_id,
+        reset_command(topology, config.application_id, bootstrap_servers, config.state_dir),
+    )
     return UpgradeReport(
-        **common, first_run=False, compatible=True, changes=(), queries=tuple(queries), reset=None
+        **common,
+        first_run=False,
+        compatible=True,
+        changes=(),
+        queries=tuple(queries),
+        reset=None,
+        notices=() if notice is None else (notice,),
     )
