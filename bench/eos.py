@@ -413,10 +413,12 @@ def _produce_at_rate(
     seconds: float,
     encode: Callable[[int], bytes] = lambda ms: struct.pack(">q", ms),
     key_for: Callable[[int], bytes] | None = None,
+    on_produce: Callable[[bytes, int], None] | None = None,
 ) -> tuple[int, float]:
     """Produce ``rate`` records/s for ``seconds``, value = ``encode(produce time ms)`` (by
     default a Long), key = ``key_for(i)`` of the i-th record (default: one of ``keys`` at
-    random); returns (count, seconds).
+    random), each then passed to ``on_produce(key, produce time ms)``; returns (count,
+    seconds).
     """
     import random
 
@@ -442,6 +444,8 @@ def _produce_at_rate(
                 try:
                     key = rng.choice(keys) if key_for is None else key_for(sent)
                     p.produce(topic, encode(now_ms), key, timestamp=now_ms)
+                    if on_produce is not None:
+                        on_produce(key, now_ms)
                     break
                 except BufferError:
                     p.poll(0.01)

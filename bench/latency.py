@@ -20,7 +20,16 @@ before the load) takes latency = its receive wall time − the value (same clock
 - ``keyed``: a keyed aggregation, Python callables, micro-batches: the parsed value's maximum
   per key (``reduce(max)``, ``twins.latency_max``) — like a keyed count, one state update and
   one output per record, and its output value is still a produce time;
-- ``kstreams_keyed``: the same in Kafka Streams (``ReferenceApp`` ``latency-max``).
+- ``kstreams_keyed``: the same in Kafka Streams (``ReferenceApp`` ``latency-max``);
+- ``keyed_count``: a keyed ``count()`` (``twins.latency_count``), which streamtable runs as
+  Spark's own aggregation (no Python worker);
+- ``kstreams_keyed_count``: the same in Kafka Streams (``ReferenceApp`` ``latency-count``).
+
+A count's output value is no produce time, and under ``at_least_once`` streamtable's output
+records carry their write time (Spark's Kafka sink cannot set timestamps), so the count modes
+take the latency from the producer's own log: the update ``(k, n)`` answers the n-th record
+of key ``k`` (the newest of those it counts when updates of a micro-batch merged), whose
+produce time the producer noted.
 
 The keyed modes take their keys round-robin from ``KEYED_KEYS`` keys, so a key recurs every
 2 s at 5,000 records/s: a micro-batch (which emits one update per key, as Kafka Streams'
@@ -44,6 +53,7 @@ import argparse
 import contextlib
 import logging
 import statistics
+import struct
 import sys
 import tempfile
 import time
@@ -57,13 +67,28 @@ import run as bench_run  # noqa: E402
 
 log = logging.getLogger("bench.latency")
 
-MODES = ("callables", "columns", "real_time", "kstreams", "keyed", "kstreams_keyed")
+MODES = (
+    "callables",
+    "columns",
+    "real_time",
+    "kstreams",
+    "keyed",
+    "kstreams_keyed",
+    "keyed_count",
+    "kstreams_keyed_count",
+)
 #: Keys of the keyed modes, taken round-robin (see the module doc).
 KEYED_KEYS = 10_000
 #: The modes that run the keyed topology.
-KEYED_MODES = ("keyed", "kstreams_keyed")
+KEYED_MODES = ("keyed", "kstreams_keyed", "keyed_count", "kstreams_keyed_count")
+#: The modes whose latency comes from the producer's log (see the module doc).
+COUNT_MODES = ("keyed_count", "kstreams_keyed_count")
 #: The Kafka Streams modes and the ``ReferenceApp`` topology each runs.
-KSTREAMS_MODES = {"kstreams": "latency-echo", "kstreams_keyed": "latency-max"}
+KSTREAMS_MODES = {
+    "kstreams": "latency-echo",
+    "kstreams_keyed": "latency-max",
+    "kstreams_keyed_count": "latency-count",
+}
 PARTITIONS = 2
 TARGETS = {"micro_batch_p99_ms_max": 500, "real_time_p99_ms_max": 50}
 
@@ -72,7 +97,7 @@ def run_mode(args: argparse.Namespace, bs: str, tmp: Path, mode: str) -> dict[st
     """One mode's latency figures."""
     from streamtable import KafkaStreams
     from streamtable.demo._harness import ensure_topics
-    from streamtable.reference.twins import latency_echo, latency_max
+    from streamtable.reference.twins import latency_count, latency_echo, latency_max
 
     app_id = f"bench-latency-{mode.replace('_', '-')}-{uuid.uuid4().hex[:6]}"
     source, sink = f"{app_id}-in", f"{app_id}-out"
@@ -89,7 +114,11 @@ def run_mode(args: argparse.Namespace, bs: str, tmp: Path, mode: str) -> dict[st
     if args.shuffle_partitions:
         config["streamtable.shuffle.partitions"] = args.shuffle_partitions
     since_ms = int(time.time() * 1000)
-    collector = eos._Collector(bs, sink, since_ms, poll_s=0.002)
+    collector = (
+        _CountCollector(bs, sink, since_ms, poll_s=0.002)
+        if mode in COUNT_MODES
+        else eos._Collector(bs, sink, since_ms, poll_s=0.002)
+    )
     collector.start()
     with contextlib.ExitStack() as running:
         # also when the app fails to start (last in, first out: stop, then wait)
@@ -112,6 +141,8 @@ def run_mode(args: argparse.Namespace, bs: str, tmp: Path, mode: str) -> dict[st
         else:
             if mode == "keyed":
                 topology = latency_max(source, sink)
+            elif mode == "keyed_count":
+                topology = latency_count(source, sink)
             else:
                 topology = latency_echo(source, sink, columns=mode != "callables")
             app = KafkaStreams(topology, config)
@@ -119,6 +150,47 @@ def run_mode(args: argparse.Namespace, bs: str, tmp: Path, mode: str) -> dict[st
             running.callback(app.close)
             queries = app.queries
         return _measure(args, bs, source, keys, collector, mode, since_ms, queries)
+
+
+class _CountCollector(eos._Collector):
+    """The latency of a count's updates: the update ``(k, n)`` answers the n-th record of key
+    ``k``, whose produce time :meth:`produced` noted (the producer calls it, before the record
+    can be counted). ``received`` is the number of records produced at or after ``since_ms``
+    (when counted) that the updates so far have counted.
+    """
+
+    def __init__(self, bs: str, topic: str, since_ms: int, poll_s: float) -> None:
+        super().__init__(bs, topic, since_ms, poll_s)
+        self.times: dict[bytes, list[int]] = {}
+        self._counted: dict[bytes, int] = {}
+        self._covered = 0
+
+    def produced(self, key: bytes, ms: int) -> None:
+        """Note the produce time of the next record of ``key``."""
+        self.times.setdefault(key, []).append(ms)
+
+    def run(self) -> None:
+        try:
+            while not self.stop_event.is_set():
+                msgs = self._consumer.consume(num_messages=1000, timeout=self.poll_s)
+                now_ms = time.time() * 1000
+                for m in msgs:
+                    if m.error() or m.value() is None:
+                        continue
+                    key, n = m.key(), struct.unpack(">q", m.value())[0]
+                    times = self.times.get(key, [])
+                    before = self._counted.get(key, 0)
+                    if n > before:  # records before..n-1 of the key are counted now
+                        self._counted[key] = n
+                        self._covered += sum(t >= self.since_ms for t in times[before:n])
+                    if 0 < n <= len(times) and times[n - 1] >= self.since_ms:
+                        self.latencies_ms.append(now_ms - times[n - 1])
+        finally:
+            self._consumer.close()
+
+    @property
+    def received(self) -> int:
+        return self._covered
 
 
 def _measure(
@@ -136,12 +208,15 @@ def _measure(
     from streamtable.runtime.progress import parse_timestamp
 
     try:
+        on_produce = getattr(collector, "produced", None)
+        if on_produce is not None:
+            on_produce(keys[0], since_ms)
         # a first record through the whole path: the query (or its real-time tasks) is running
         produce_records(bs, source, [(keys[0], str(since_ms).encode(), since_ms)])
         deadline = time.monotonic() + 120
         while collector.received < 1 and time.monotonic() < deadline:
             time.sleep(0.05)
-        warm = collector.received
+        warm, first = collector.received, len(collector.latencies_ms)
         if not warm:
             raise RuntimeError(f"{mode}: the first record did not come through within 120 s")
         keyed = mode in KEYED_MODES
@@ -155,6 +230,7 @@ def _measure(
                 seconds,
                 encode=lambda ms: str(ms).encode(),
                 key_for=(lambda i: b"k%05d" % (i % KEYED_KEYS)) if keyed else None,
+                on_produce=on_produce,
             )
 
         if args.warmup_s > 0:
@@ -164,7 +240,7 @@ def _measure(
             # arrive during it
             load(args.warmup_s)
             collector.since_ms = int(time.time() * 1000)
-            warm = collector.received
+            warm, first = collector.received, len(collector.latencies_ms)
         sent, took = load(args.seconds)
         deadline = time.monotonic() + args.drain_timeout_s
         while collector.received < sent + warm and time.monotonic() < deadline:
@@ -180,7 +256,7 @@ def _measure(
     finally:
         collector.stop_event.set()
         collector.join(30)
-    lat = collector.latencies_ms[warm:]
+    lat = collector.latencies_ms[first:]
     batches = [int(p.durationMs.get("triggerExecution", 0)) for p in progresses if p.numInputRows]
     return {
         "produced": sent,

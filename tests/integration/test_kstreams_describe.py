@@ -155,6 +155,11 @@ CASES: dict[str, tuple[str, dict[str, str], Callable[[], Topology]]] = {
         {"input": "in", "output": "out"},
         lambda: twins.latency_max("in", "out"),
     ),
+    "latency-count": (
+        "latency-count",
+        {"input": "in", "output": "out"},
+        lambda: twins.latency_count("in", "out"),
+    ),
 }
 
 

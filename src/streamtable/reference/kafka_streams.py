@@ -113,6 +113,7 @@ TOPOLOGIES: dict[str, tuple[str, ...]] = {
     "wordcount": ("input", "output", "store"),
     "latency-echo": ("input", "output"),
     "latency-max": ("input", "output"),
+    "latency-count": ("input", "output"),
 }
 
 #: The ``topic`` of a :func:`drive_reference` input entry that advances the driver's wall

@@ -40,6 +40,7 @@ __all__ = [
     "flights_carrier_seats",
     "latency_echo",
     "latency_max",
+    "latency_count",
     "windowed_filter_join",
     "processor_punctuation",
     "CountingProcessor",
@@ -858,6 +859,32 @@ def latency_max(input: str, output: str) -> Topology:  # noqa: A002 - the Java p
         .map_values(int)
         .group_by_key(key_serde=_S, value_serde=Serdes.long())
         .reduce(max, name="latest")
+        .to_stream()
+        .to(output, key_serde=_S, value_serde=Serdes.long())
+    )
+    return b.build()
+
+
+def latency_count(input: str, output: str) -> Topology:  # noqa: A002 - the Java param
+    """``latency-count`` (``bench/latency.py``'s keyed count): records counted per key (store
+    ``counts``), written as 8-byte longs. Each update carries the largest timestamp of the
+    records it counts (Kafka Streams': the timestamp of the record that made it), so a latency
+    is read off the output record's timestamp.
+
+    Parameters
+    ----------
+    input, output : str
+        The source topic (String key and value) and the output topic (String key, Long count).
+
+    Returns
+    -------
+    Topology
+    """
+    b = StreamsBuilder()
+    (
+        b.stream(input, key_serde=_S, value_serde=_S)
+        .group_by_key()
+        .count(name="counts")
         .to_stream()
         .to(output, key_serde=_S, value_serde=Serdes.long())
     )

@@ -174,6 +174,7 @@ public final class ReferenceApp {
             case "wordcount" -> wordCount(b, p);
             case "latency-echo" -> latencyEcho(b, p);
             case "latency-max" -> latencyMax(b, p);
+            case "latency-count" -> latencyCount(b, p);
             default -> throw new IllegalArgumentException("unknown topology " + topology);
         }
     }
@@ -510,6 +511,19 @@ public final class ReferenceApp {
                 .mapValues(value -> Long.parseLong(value))
                 .groupByKey(Grouped.with(STR, Serdes.Long()))
                 .reduce(Math::max, longStore("latest"))
+                .toStream()
+                .to(required(p, "output"), Produced.with(STR, Serdes.Long()));
+    }
+
+    /**
+     * bench/latency.py's keyed count: records counted per key (store "counts"); each update
+     * carries the timestamp of the record that made it, so the latency is read off the output
+     * record's timestamp (the input's produce time).
+     */
+    static void latencyCount(StreamsBuilder b, Map<String, String> p) {
+        b.stream(required(p, "input"), Consumed.with(STR, STR))
+                .groupByKey(Grouped.with(STR, STR))
+                .count(longStore("counts"))
                 .toStream()
                 .to(required(p, "output"), Produced.with(STR, Serdes.Long()));
     }
