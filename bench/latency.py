@@ -111,7 +111,7 @@ def run_mode(args: argparse.Namespace, bs: str, tmp: Path, mode: str) -> dict[st
     }
     if mode == "real_time":
         config["streamtable.trigger"] = "real_time"
-    if args.shuffle_partitions:
+    if args.shuffle_partitions is not None:
         config["streamtable.shuffle.partitions"] = args.shuffle_partitions
     since_ms = int(time.time() * 1000)
     collector = (
@@ -154,8 +154,8 @@ def run_mode(args: argparse.Namespace, bs: str, tmp: Path, mode: str) -> dict[st
 
 class _CountCollector(eos._Collector):
     """The latency of a count's updates: the update ``(k, n)`` answers the n-th record of key
-    ``k``, whose produce time :meth:`produced` noted (the producer calls it, before the record
-    can be counted). ``received`` is the number of records produced at or after ``since_ms``
+    ``k``, whose produce time :meth:`produced` noted (the producer calls it right after handing
+    the record to its client, long before the application can count it). ``received`` is the number of records produced at or after ``since_ms``
     (when counted) that the updates so far have counted.
     """
 
@@ -180,10 +180,12 @@ class _CountCollector(eos._Collector):
                     key, n = m.key(), struct.unpack(">q", m.value())[0]
                     times = self.times.get(key, [])
                     before = self._counted.get(key, 0)
-                    if n > before:  # records before..n-1 of the key are counted now
-                        self._counted[key] = n
-                        self._covered += sum(t >= self.since_ms for t in times[before:n])
-                    if 0 < n <= len(times) and times[n - 1] >= self.since_ms:
+                    if n <= before:  # an update written again (at least once): no new record
+                        continue
+                    # records before..n-1 of the key are counted now; the newest answers
+                    self._counted[key] = n
+                    self._covered += sum(t >= self.since_ms for t in times[before:n])
+                    if n <= len(times) and times[n - 1] >= self.since_ms:
                         self.latencies_ms.append(now_ms - times[n - 1])
         finally:
             self._consumer.close()
@@ -299,6 +301,13 @@ def _breakdown(progresses: list[Any]) -> dict[str, float] | None:
     return {k: statistics.median(v) for k, v in sorted(columns.items())}
 
 
+def _positive_int(text: str) -> int:
+    n = int(text)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -316,10 +325,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--shuffle-partitions",
-        type=int,
+        type=_positive_int,
         default=None,
-        help="streamtable.shuffle.partitions, the keyed mode's state partitions "
-        "(default: streamtable's, 4)",
+        help="streamtable.shuffle.partitions of the streamtable modes: the keyed modes' state "
+        "partitions (default: streamtable's, 4)",
     )
     bench_run.add_spark_config_option(ap)
     args = ap.parse_args(argv)

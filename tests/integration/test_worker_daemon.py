@@ -5,30 +5,37 @@ walk them."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
 pytestmark = pytest.mark.integration
 
 
-def _worker_facts(batches):  # runs in a Spark Python worker
-    import gc
+def _worker_facts(preload, batches):  # runs in a Spark Python worker
     import sys
 
-    import pyarrow as pa
+    present = set(sys.modules)  # before this function imports anything
+    import gc
 
-    from streamtable.runtime.worker_daemon import PRELOAD  # imports none of them
+    import pyarrow as pa
 
     for _ in batches:
         yield pa.RecordBatch.from_pydict(
             {
                 "frozen": [gc.get_freeze_count()],
-                "missing": [",".join(m for m in PRELOAD if m not in sys.modules)],
+                "missing": [",".join(m for m in preload if m not in present)],
             }
         )
 
 
 def test_workers_inherit_the_preloaded_modules_frozen(spark):
-    rows = spark.range(0, 2, 1, 2).mapInArrow(_worker_facts, "frozen long, missing string")
+    from streamtable.runtime.worker_daemon import PRELOAD
+
+    # the task itself needs pyarrow and PySpark's worker; streamtable's stages and the state
+    # API's messages are there only if the daemon preloaded them
+    facts_of = functools.partial(_worker_facts, PRELOAD)
+    rows = spark.range(0, 2, 1, 2).mapInArrow(facts_of, "frozen long, missing string")
     facts = rows.collect()
     assert len(facts) == 2
     for row in facts:

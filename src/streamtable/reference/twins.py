@@ -867,9 +867,8 @@ def latency_max(input: str, output: str) -> Topology:  # noqa: A002 - the Java p
 
 def latency_count(input: str, output: str) -> Topology:  # noqa: A002 - the Java param
     """``latency-count`` (``bench/latency.py``'s keyed count): records counted per key (store
-    ``counts``), written as 8-byte longs. Each update carries the largest timestamp of the
-    records it counts (Kafka Streams': the timestamp of the record that made it), so a latency
-    is read off the output record's timestamp.
+    ``counts``), written as 8-byte longs. The benchmark takes a latency from its producer's
+    log: the update ``(k, n)`` answers the n-th record of ``k``.
 
     Parameters
     ----------

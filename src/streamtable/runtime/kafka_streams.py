@@ -337,6 +337,14 @@ class KafkaStreams:
                 (Path(cfg.checkpoint_dir) / FINGERPRINT_FILE).unlink(missing_ok=True)
             raise
         self._metric_names = list(ctx.metric_names)
+        notice = fixed_partitions_notice(
+            {plan.name: Path(cfg.checkpoint_dir) / plan.name for plan in plans},
+            cfg.shuffle_partitions,
+            cfg.application_id,
+            reset_command(self.topology, cfg.application_id, cfg.bootstrap_servers, cfg.state_dir),
+        )
+        if notice is not None:  # Spark says so only in its log file
+            log.warning("%s", notice)
         ensure_repartition_topics(admin, ctx.internal_topics)
         ensure_changelog_topics(admin, ctx.changelogs)
         self._changelogs, self._unlogged = dict(ctx.changelogs), dict(ctx.unlogged)
@@ -430,14 +438,6 @@ class KafkaStreams:
             bootstrap_servers=cfg.bootstrap_servers,
             state_dir=cfg.state_dir,
         )
-        notice = fixed_partitions_notice(
-            Path(cfg.checkpoint_dir),
-            cfg.shuffle_partitions,
-            cfg.application_id,
-            reset_command(self.topology, cfg.application_id, cfg.bootstrap_servers, cfg.state_dir),
-        )
-        if notice is not None:
-            log.warning("%s", notice)
         fenced = fence_recorded(cfg) if cfg.processing_guarantee == "exactly_once_v2" else set()
         return admin, partitions, fenced, first_start
 

@@ -12,9 +12,9 @@ own log, so a user who changed the key would not learn that the change did nothi
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
-from streamtable.runtime.checkpoint_adoption import checkpoint_folders
 from streamtable.runtime.starting_offsets import batch_ids
 
 __all__ = ["stored_shuffle_partitions", "fixed_partitions_notice"]
@@ -24,7 +24,7 @@ SHUFFLE_KEY = "spark.sql.shuffle.partitions"
 
 
 def stored_shuffle_partitions(query_dir: Path) -> int | None:
-    r"""The state partitions a query's checkpoint was started with.
+    r"""The state partitions a stateful query's checkpoint keeps.
 
     Parameters
     ----------
@@ -34,24 +34,26 @@ def stored_shuffle_partitions(query_dir: Path) -> int | None:
     Returns
     -------
     int or None
-        ``spark.sql.shuffle.partitions`` of the latest offset log entry; None when the query
-        has no micro-batch yet, or the entry does not record it (a file Spark is writing, or
-        another format).
+        ``spark.sql.shuffle.partitions`` of the latest offset log entry; None for a query
+        without state (no ``state`` folder: Spark records the setting for every query, but a
+        stateless one has no partitions to keep), without a micro-batch yet, or whose entry is
+        unreadable or of another format.
 
     Examples
     --------
     >>> import json, tempfile
     >>> q = Path(tempfile.mkdtemp())
-    >>> stored_shuffle_partitions(q) is None
-    True
     >>> (q / "offsets").mkdir()
     >>> meta = {"batchWatermarkMs": 0, "conf": {"spark.sql.shuffle.partitions": "4"}}
     >>> _ = (q / "offsets" / "0").write_text("v1\n" + json.dumps(meta) + "\n-\n")
+    >>> stored_shuffle_partitions(q) is None  # stateless
+    True
+    >>> (q / "state").mkdir()
     >>> stored_shuffle_partitions(q)
     4
     """
     batches = batch_ids(query_dir / "offsets")
-    if not batches:
+    if not batches or not (query_dir / "state").is_dir():
         return None
     try:
         lines = (query_dir / "offsets" / str(max(batches))).read_text("utf-8").splitlines()
@@ -61,15 +63,17 @@ def stored_shuffle_partitions(query_dir: Path) -> int | None:
 
 
 def fixed_partitions_notice(
-    checkpoint_dir: Path, configured: int, application_id: str, reset: str
+    query_dirs: Mapping[str, Path], configured: int, application_id: str, reset: str
 ) -> str | None:
     r"""What to tell a user whose ``streamtable.shuffle.partitions`` differs from the state
-    partitions the application's checkpoints keep (None when they agree or nothing started).
+    partitions the application's stateful queries keep (None when they agree or none has
+    state yet).
 
     Parameters
     ----------
-    checkpoint_dir : Path
-        ``state.dir/application.id``, holding one checkpoint folder per query.
+    query_dirs : Mapping[str, Path]
+        ``{query: its checkpoint folder}`` of the queries about to start (a query that took
+        over a renamed one's checkpoint under its new name; not the unused checkpoints).
     configured : int
         ``streamtable.shuffle.partitions`` of this start.
     application_id : str
@@ -80,26 +84,30 @@ def fixed_partitions_notice(
     Returns
     -------
     str or None
-        One sentence per differing value, naming the queries that keep it, then what to do.
-        Queries that start for the first time (a new sink) take ``configured``.
+        The queries that keep other partitions and how many, then what to do: set the key
+        to match (when they all keep the same number), or reset to change them. Queries that
+        start for the first time (a new sink) take ``configured``.
 
     Examples
     --------
     >>> import tempfile
     >>> app = Path(tempfile.mkdtemp())
-    >>> (app / "counts" / "offsets").mkdir(parents=True)
+    >>> (app / "counts" / "state").mkdir(parents=True)
+    >>> (app / "counts" / "offsets").mkdir()
     >>> meta = '{"conf": {"spark.sql.shuffle.partitions": "4"}}'
     >>> _ = (app / "counts" / "offsets" / "3").write_text("v1\n" + meta + "\n-\n")
-    >>> fixed_partitions_notice(app, 4, "wc", "streamtable reset ...") is None
+    >>> queries = {"counts": app / "counts", "new-sink": app / "new-sink"}
+    >>> fixed_partitions_notice(queries, 4, "wc", "streamtable reset ...") is None
     True
-    >>> notice = fixed_partitions_notice(app, 8, "wc", "streamtable reset ...")
-    >>> notice.startswith("[wc] streamtable.shuffle.partitions=8 does not apply")
-    True
-    >>> "(query counts: 4)" in notice, notice.endswith(": streamtable reset ...")
-    (True, True)
+    >>> print(fixed_partitions_notice(queries, 8, "wc", "streamtable reset ..."))
+    [wc] streamtable.shuffle.partitions=8 does not apply to the stateful queries already
+    started: a checkpoint keeps the state partitions of its first run (query counts: 4), and
+    they run with those. Set streamtable.shuffle.partitions=4 to match, or, to change them,
+    reset the application and start again (its state is recomputed from the input):
+    streamtable reset ...
     """
     kept: dict[int, list[str]] = {}
-    for name, folder in sorted(checkpoint_folders(checkpoint_dir).items()):
+    for name, folder in sorted(query_dirs.items()):
         stored = stored_shuffle_partitions(folder)
         if stored is not None and stored != configured:
             kept.setdefault(stored, []).append(name)
@@ -109,9 +117,14 @@ def fixed_partitions_notice(
         f"{'query' if len(names) == 1 else 'queries'} {', '.join(names)}: {n}"
         for n, names in sorted(kept.items())
     )
+    match = (
+        f"Set streamtable.shuffle.partitions={next(iter(kept))} to match, or, to change them, "
+        if len(kept) == 1
+        else "To change them, "
+    )
     return (
         f"[{application_id}] streamtable.shuffle.partitions={configured} does not apply to "
-        f"the queries already started: a checkpoint keeps the state partitions of its first "
-        f"run ({which}). They run with them. To change them, reset the application and start "
-        f"again (its state is recomputed from the input): {reset}"
+        f"the stateful queries already started: a checkpoint keeps the state partitions of "
+        f"its first run ({which}), and they run with those. {match}reset the application "
+        f"and start again (its state is recomputed from the input): {reset}"
     )

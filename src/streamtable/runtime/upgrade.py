@@ -46,7 +46,7 @@ from streamtable.runtime.checkpoint_adoption import (
     renamed_queries,
 )
 from streamtable.runtime.starting_offsets import batch_ids
-from streamtable.runtime.state_partitions import fixed_partitions_notice, stored_shuffle_partitions
+from streamtable.runtime.state_partitions import stored_shuffle_partitions
 from streamtable.topology.topology import Topology
 
 __all__ = ["QueryUpgrade", "UpgradeReport", "check_upgrade"]
@@ -91,9 +91,6 @@ class UpgradeReport:
         Per query, when compatible.
     reset : str or None
         The ``streamtable reset`` command that starts over, when incompatible.
-    notices : tuple of str
-        What a compatible restart will not do as configured (a changed
-        ``streamtable.shuffle.partitions``: the checkpoints keep theirs).
     """
 
     application_id: str
@@ -103,7 +100,6 @@ class UpgradeReport:
     changes: tuple[str, ...]
     queries: tuple[QueryUpgrade, ...]
     reset: str | None
-    notices: tuple[str, ...] = ()
 
     def text(self) -> str:
         """The report as lines for the console."""
@@ -118,7 +114,6 @@ class UpgradeReport:
             return "\n".join(lines)
         lines = [f"{head}: compatible; a restart resumes from the checkpoints."]
         lines += [f"  {q.action:<8} {q.name}: {q.detail}" for q in self.queries]
-        lines += [f"  note: {n}" for n in self.notices]
         return "\n".join(lines)
 
 
@@ -246,18 +241,6 @@ def check_upgrade(
                 + "; it stays on disk until the next reset",
             )
         )
-    notice = fixed_partitions_notice(
-        checkpoint_dir,
-        config.shuffle_partitions,
-        config.application_id,
-        reset_command(topology, config.application_id, bootstrap_servers, config.state_dir),
-    )
     return UpgradeReport(
-        **common,
-        first_run=False,
-        compatible=True,
-        changes=(),
-        queries=tuple(queries),
-        reset=None,
-        notices=() if notice is None else (notice,),
+        **common, first_run=False, compatible=True, changes=(), queries=tuple(queries), reset=None
     )

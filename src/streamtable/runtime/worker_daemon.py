@@ -35,9 +35,10 @@ import zipfile
 from collections.abc import Callable
 
 #: Imported before forking: the Arrow/pandas machinery of PySpark's worker and streamtable's
-#: Python stages and stateful processors. The last three were still imported by each worker on
-#: its first task (a keyed run, ``sys.modules`` of its workers against the daemon's): the state
-#: API's protobuf messages (16 ms), the changelog writer (15 ms), pyarrow's pandas bridge.
+#: Python stages and stateful processors. Each worker still imported three of them on its first
+#: task before they were listed (a keyed run, ``sys.modules`` of its workers against the
+#: daemon's): the state API's protobuf messages (``StateMessage_pb2``, 16 ms), the changelog
+#: writer (``changelog``, 15 ms) and pyarrow's pandas bridge (``pandas_compat``).
 PRELOAD = (
     "pyarrow",
     "pandas",

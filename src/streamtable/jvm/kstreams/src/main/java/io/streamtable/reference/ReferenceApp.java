@@ -516,9 +516,8 @@ public final class ReferenceApp {
     }
 
     /**
-     * bench/latency.py's keyed count: records counted per key (store "counts"); each update
-     * carries the timestamp of the record that made it, so the latency is read off the output
-     * record's timestamp (the input's produce time).
+     * bench/latency.py's keyed count: records counted per key (store "counts"); the benchmark
+     * takes a latency from its producer's log (the update (k, n) answers the n-th record of k).
      */
     static void latencyCount(StreamsBuilder b, Map<String, String> p) {
         b.stream(required(p, "input"), Consumed.with(STR, STR))
