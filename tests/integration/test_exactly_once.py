@@ -153,3 +153,31 @@ def test_a_restart_fences_the_transactional_ids_the_last_start_recorded(
     with pytest.raises(KafkaException, match="(?i)fenc"):
         zombie.commit_transaction(30)
     assert read_topic(bs, echo) == []  # aborted: nothing visible to read_committed
+
+
+def test_a_lowered_shuffle_partitions_still_fences_every_task_the_checkpoint_runs(
+    kafka_broker, spark, topic_name, app_config
+):
+    from pathlib import Path
+
+    from streamtable.config import StreamsConfig
+    from streamtable.runtime.fencing import recorded_ids
+
+    bs = kafka_broker.bootstrap_servers
+    src, echo, sums = topic_name("in"), topic_name("echo"), topic_name("sums")
+    ensure_topics(bs, {src: 1, echo: 1, sums: 1})  # one source partition: slots 0.. come
+    produce_records(bs, src, [(b"k", struct.pack(">q", 1), 1_000)])  # from the partitions
+    cfg = app_config(
+        **{"processing.guarantee": "exactly_once_v2", "streamtable.shuffle.partitions": 2}
+    )
+    with KafkaStreams(_topology(src, echo, sums), cfg) as app:
+        app.start()
+        app.await_caught_up(timeout=timedelta(minutes=3))
+    lowered = {**cfg, "streamtable.shuffle.partitions": 1}
+    with KafkaStreams(_topology(src, echo, sums), lowered) as app:
+        app.start()  # the checkpoint keeps its 2 state partitions: tasks 0 and 1 run
+    ids = recorded_ids(Path(StreamsConfig.from_mapping(lowered).checkpoint_dir))
+    stages = {stage for stage, _ in ids}
+    assert len(stages) == 3, ids  # both sinks and the changelog of Sums
+    for stage in stages:
+        assert (stage, 1) in ids, f"task 1 of {stage} neither fenced nor recorded: {ids}"

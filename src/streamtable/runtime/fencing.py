@@ -103,7 +103,8 @@ def prepare_exactly_once(
 
     Creates the marker topic (compacted: it holds only the writers' epoch probes; the markers
     themselves are group offsets) and fences every task of every output stage in ``stages``:
-    task numbers ``0 .. max(shuffle partitions, source partitions) - 1`` and the source
+    task numbers ``0 .. max(config.shuffle_partitions, source partitions) - 1`` (``start()``
+    passes the state partitions the checkpoints keep when they are more) and the source
     partition names (``topic-p``) of tasks that read Kafka directly, except the pairs in
     ``fenced`` (from :func:`fence_recorded`). Records them for the next start.
 

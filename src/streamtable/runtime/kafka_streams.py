@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import replace
 from datetime import timedelta
 from enum import Enum
 from pathlib import Path
@@ -40,7 +41,7 @@ from streamtable.runtime.progress import ProgressLedger, caught_up, end_offsets
 from streamtable.runtime.repartition_topics import RepartitionPurger, ensure_repartition_topics
 from streamtable.runtime.starting_offsets import pending_batch_records
 from streamtable.runtime.state_lock import StateDirLock
-from streamtable.runtime.state_partitions import fixed_partitions_notice
+from streamtable.runtime.state_partitions import fixed_partitions_notice, kept_partitions
 from streamtable.runtime.task_output import PRODUCER_FATAL, output_spec
 from streamtable.topology.topology import Topology
 
@@ -337,8 +338,9 @@ class KafkaStreams:
                 (Path(cfg.checkpoint_dir) / FINGERPRINT_FILE).unlink(missing_ok=True)
             raise
         self._metric_names = list(ctx.metric_names)
+        folders = {plan.name: Path(cfg.checkpoint_dir) / plan.name for plan in plans}
         notice = fixed_partitions_notice(
-            {plan.name: Path(cfg.checkpoint_dir) / plan.name for plan in plans},
+            folders,
             cfg.shuffle_partitions,
             cfg.application_id,
             reset_command(self.topology, cfg.application_id, cfg.bootstrap_servers, cfg.state_dir),
@@ -353,9 +355,12 @@ class KafkaStreams:
             (t, p) for t in read for p in range(ctx.topic_partitions.get(t, 1))
         )
         if cfg.processing_guarantee == "exactly_once_v2":
+            # the tasks are numbered by the state partitions the checkpoints keep (more than
+            # configured when the setting was lowered)
+            numbered = max([cfg.shuffle_partitions, *kept_partitions(folders).values()])
             prepare_exactly_once(
                 admin,
-                cfg,
+                replace(cfg, shuffle_partitions=numbered),
                 [f"{p.name}.sink" for p in plans if p.sink == "kafka"] + ctx.output_stages,
                 {
                     **{t: partitions[t] for t in self.topology.source_topics},

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from streamtable.runtime.starting_offsets import batch_ids
 
-__all__ = ["stored_shuffle_partitions", "fixed_partitions_notice"]
+__all__ = ["stored_shuffle_partitions", "kept_partitions", "fixed_partitions_notice"]
 
 #: Spark's key for the state partitions, as its offset log metadata records it.
 SHUFFLE_KEY = "spark.sql.shuffle.partitions"
@@ -60,6 +60,23 @@ def stored_shuffle_partitions(query_dir: Path) -> int | None:
         return int(json.loads(lines[1])["conf"][SHUFFLE_KEY])
     except (OSError, IndexError, ValueError, KeyError, TypeError):
         return None
+
+
+def kept_partitions(query_dirs: Mapping[str, Path]) -> dict[str, int]:
+    """``{query: state partitions}`` of the queries whose checkpoint keeps some (see
+    :func:`stored_shuffle_partitions`), in query name order.
+
+    Parameters
+    ----------
+    query_dirs : Mapping[str, Path]
+        ``{query: its checkpoint folder}``.
+    """
+    kept = {}
+    for name, folder in sorted(query_dirs.items()):
+        stored = stored_shuffle_partitions(folder)
+        if stored is not None:
+            kept[name] = stored
+    return kept
 
 
 def fixed_partitions_notice(
@@ -107,9 +124,8 @@ def fixed_partitions_notice(
     streamtable reset ...
     """
     kept: dict[int, list[str]] = {}
-    for name, folder in sorted(query_dirs.items()):
-        stored = stored_shuffle_partitions(folder)
-        if stored is not None and stored != configured:
+    for name, stored in kept_partitions(query_dirs).items():
+        if stored != configured:
             kept.setdefault(stored, []).append(name)
     if not kept:
         return None
