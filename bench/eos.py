@@ -393,12 +393,16 @@ class _Collector(threading.Thread):
                 for m in msgs:
                     if m.error() or m.value() is None:
                         continue
-                    v = struct.unpack(">q", m.value())[0]
-                    if v >= self.since_ms:
-                        self.latencies_ms.append(now_ms - v)
-                        self.values[v] = self.values.get(v, 0) + 1
+                    self._take(m, now_ms)
         finally:
             self._consumer.close()
+
+    def _take(self, m: Any, now_ms: float) -> None:
+        """One output record, received at ``now_ms``."""
+        v = struct.unpack(">q", m.value())[0]
+        if v >= self.since_ms:
+            self.latencies_ms.append(now_ms - v)
+            self.values[v] = self.values.get(v, 0) + 1
 
     @property
     def received(self) -> int:

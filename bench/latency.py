@@ -169,26 +169,17 @@ class _CountCollector(eos._Collector):
         """Note the produce time of the next record of ``key``."""
         self.times.setdefault(key, []).append(ms)
 
-    def run(self) -> None:
-        try:
-            while not self.stop_event.is_set():
-                msgs = self._consumer.consume(num_messages=1000, timeout=self.poll_s)
-                now_ms = time.time() * 1000
-                for m in msgs:
-                    if m.error() or m.value() is None:
-                        continue
-                    key, n = m.key(), struct.unpack(">q", m.value())[0]
-                    times = self.times.get(key, [])
-                    before = self._counted.get(key, 0)
-                    if n <= before:  # an update written again (at least once): no new record
-                        continue
-                    # records before..n-1 of the key are counted now; the newest answers
-                    self._counted[key] = n
-                    self._covered += sum(t >= self.since_ms for t in times[before:n])
-                    if n <= len(times) and times[n - 1] >= self.since_ms:
-                        self.latencies_ms.append(now_ms - times[n - 1])
-        finally:
-            self._consumer.close()
+    def _take(self, m: Any, now_ms: float) -> None:
+        key, n = m.key(), struct.unpack(">q", m.value())[0]
+        before = self._counted.get(key, 0)
+        if n <= before:  # an update written again (at least once): no new record
+            return
+        # records before..n-1 of the key are counted now; the newest answers
+        times = self.times.get(key, [])
+        self._counted[key] = n
+        self._covered += sum(t >= self.since_ms for t in times[before:n])
+        if n <= len(times) and times[n - 1] >= self.since_ms:
+            self.latencies_ms.append(now_ms - times[n - 1])
 
     @property
     def received(self) -> int:
