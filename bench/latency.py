@@ -155,8 +155,9 @@ def run_mode(args: argparse.Namespace, bs: str, tmp: Path, mode: str) -> dict[st
 class _CountCollector(eos._Collector):
     """The latency of a count's updates: the update ``(k, n)`` answers the n-th record of key
     ``k``, whose produce time :meth:`produced` noted (the producer calls it right after handing
-    the record to its client, long before the application can count it). ``received`` is the number of records produced at or after ``since_ms``
-    (when counted) that the updates so far have counted.
+    the record to its client, long before the application can count it). ``received`` is the
+    number of records produced at or after ``since_ms`` (when counted) that the updates so far
+    have counted.
     """
 
     def __init__(self, bs: str, topic: str, since_ms: int, poll_s: float) -> None:

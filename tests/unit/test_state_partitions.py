@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from streamtable.runtime.state_partitions import fixed_partitions_notice
+from streamtable.runtime.state_partitions import fixed_partitions_notice, kept_partitions
 
 
 def checkpoint(folder: Path, partitions: int, *, stateful: bool = True) -> Path:
@@ -26,7 +26,9 @@ def test_only_the_stateful_queries_of_this_start_are_named(tmp_path):
         "new-sink": tmp_path / "new-sink",  # no checkpoint yet: takes the setting
     }
     checkpoint(tmp_path / "removed-sink", 4)  # an unused checkpoint: not passed, not named
-    notice = fixed_partitions_notice(queries, 2, "app", "streamtable reset --application-id app")
+    notice = fixed_partitions_notice(
+        kept_partitions(queries), 2, "app", "streamtable reset --application-id app"
+    )
     assert notice is not None
     assert notice.startswith("[app] streamtable.shuffle.partitions=2 does not apply")
     assert "(query counts: 4)" in notice
@@ -41,8 +43,8 @@ def test_checkpoints_that_disagree_can_only_be_reset(tmp_path):
         "b": checkpoint(tmp_path / "b", 8),
         "c": checkpoint(tmp_path / "c", 8),
     }
-    notice = fixed_partitions_notice(queries, 2, "app", "RESET")
+    notice = fixed_partitions_notice(kept_partitions(queries), 2, "app", "RESET")
     assert notice is not None
     assert "(query a: 4; queries b, c: 8)" in notice
     assert "to match" not in notice and "To change them, reset" in notice
-    assert fixed_partitions_notice({"a": queries["a"]}, 4, "app", "RESET") is None
+    assert fixed_partitions_notice(kept_partitions({"a": queries["a"]}), 4, "app", "RESET") is None

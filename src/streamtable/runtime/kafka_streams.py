@@ -338,9 +338,9 @@ class KafkaStreams:
                 (Path(cfg.checkpoint_dir) / FINGERPRINT_FILE).unlink(missing_ok=True)
             raise
         self._metric_names = list(ctx.metric_names)
-        folders = {plan.name: Path(cfg.checkpoint_dir) / plan.name for plan in plans}
+        kept = kept_partitions({p.name: Path(cfg.checkpoint_dir) / p.name for p in plans})
         notice = fixed_partitions_notice(
-            folders,
+            kept,
             cfg.shuffle_partitions,
             cfg.application_id,
             reset_command(self.topology, cfg.application_id, cfg.bootstrap_servers, cfg.state_dir),
@@ -357,7 +357,7 @@ class KafkaStreams:
         if cfg.processing_guarantee == "exactly_once_v2":
             # the tasks are numbered by the state partitions the checkpoints keep (more than
             # configured when the setting was lowered)
-            numbered = max([cfg.shuffle_partitions, *kept_partitions(folders).values()])
+            numbered = max([cfg.shuffle_partitions, *kept.values()])
             prepare_exactly_once(
                 admin,
                 replace(cfg, shuffle_partitions=numbered),

@@ -80,7 +80,7 @@ def kept_partitions(query_dirs: Mapping[str, Path]) -> dict[str, int]:
 
 
 def fixed_partitions_notice(
-    query_dirs: Mapping[str, Path], configured: int, application_id: str, reset: str
+    kept: Mapping[str, int], configured: int, application_id: str, reset: str
 ) -> str | None:
     r"""What to tell a user whose ``streamtable.shuffle.partitions`` differs from the state
     partitions the application's stateful queries keep (None when they agree or none has
@@ -88,9 +88,9 @@ def fixed_partitions_notice(
 
     Parameters
     ----------
-    query_dirs : Mapping[str, Path]
-        ``{query: its checkpoint folder}`` of the queries about to start (a query that took
-        over a renamed one's checkpoint under its new name; not the unused checkpoints).
+    kept : Mapping[str, int]
+        :func:`kept_partitions` of the queries about to start (a query that took over a
+        renamed one's checkpoint under its new name; not the unused checkpoints).
     configured : int
         ``streamtable.shuffle.partitions`` of this start.
     application_id : str
@@ -113,29 +113,31 @@ def fixed_partitions_notice(
     >>> (app / "counts" / "offsets").mkdir()
     >>> meta = '{"conf": {"spark.sql.shuffle.partitions": "4"}}'
     >>> _ = (app / "counts" / "offsets" / "3").write_text("v1\n" + meta + "\n-\n")
-    >>> queries = {"counts": app / "counts", "new-sink": app / "new-sink"}
-    >>> fixed_partitions_notice(queries, 4, "wc", "streamtable reset ...") is None
+    >>> kept = kept_partitions({"counts": app / "counts", "new-sink": app / "new-sink"})
+    >>> kept
+    {'counts': 4}
+    >>> fixed_partitions_notice(kept, 4, "wc", "streamtable reset ...") is None
     True
-    >>> print(fixed_partitions_notice(queries, 8, "wc", "streamtable reset ..."))
+    >>> print(fixed_partitions_notice(kept, 8, "wc", "streamtable reset ..."))
     [wc] streamtable.shuffle.partitions=8 does not apply to the stateful queries already
     started: a checkpoint keeps the state partitions of its first run (query counts: 4), and
     they run with those. Set streamtable.shuffle.partitions=4 to match, or, to change them,
     reset the application and start again (its state is recomputed from the input):
     streamtable reset ...
     """
-    kept: dict[int, list[str]] = {}
-    for name, stored in kept_partitions(query_dirs).items():
+    differing: dict[int, list[str]] = {}
+    for name, stored in sorted(kept.items()):
         if stored != configured:
-            kept.setdefault(stored, []).append(name)
-    if not kept:
+            differing.setdefault(stored, []).append(name)
+    if not differing:
         return None
     which = "; ".join(
         f"{'query' if len(names) == 1 else 'queries'} {', '.join(names)}: {n}"
-        for n, names in sorted(kept.items())
+        for n, names in sorted(differing.items())
     )
     match = (
-        f"Set streamtable.shuffle.partitions={next(iter(kept))} to match, or, to change them, "
-        if len(kept) == 1
+        f"Set streamtable.shuffle.partitions={next(iter(differing))} to match, or, to change them, "
+        if len(differing) == 1
         else "To change them, "
     )
     return (
