@@ -56,6 +56,11 @@ CASES: dict[str, tuple[str, dict[str, str], Callable[[], Topology]]] = {
         {"flights": "flights", "planes": "planes", "output": "out"},
         lambda: twins.flights_planes("flights", "planes", "out"),
     ),
+    "flights-fk-planes": (
+        "flights-fk-planes",
+        {"flights": "flights", "planes": "planes", "output": "out"},
+        lambda: twins.flights_fk_planes("flights", "planes", "out"),
+    ),
     "windowed-count": (
         "windowed-count",
         {"input": "in", "output": "out", **WINDOW_PARAMS},

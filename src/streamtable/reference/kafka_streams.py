@@ -46,6 +46,7 @@ __all__ = [
     "classpath",
     "describe_reference",
     "drive_reference",
+    "reads_internal_topic",
     "run_reference",
     "started_reference",
 ]
@@ -57,6 +58,7 @@ TOPOLOGIES: dict[str, tuple[str, ...]] = {
     "table-aggregate": ("table", "output"),
     "flights-weather": ("flights", "weather", "output", "history_ms"),
     "flights-planes": ("flights", "planes", "output"),
+    "flights-fk-planes": ("flights", "planes", "output"),
     # windowed: tumbling windows of size_ms with grace_ms, suppress=true|false, output keys in
     # TimeWindowedSerde bytes; metrics_file receives {"dropped-records-total": N} at shutdown
     # store=rocksdb (default) | memory picks the window store
@@ -228,11 +230,10 @@ class _Lag:
             for p in md[t].partitions
         }
 
-    def repartition_topics(self) -> list[str]:
-        """The application's internal repartition topics that exist now."""
-        prefix = f"{self.group}-"
+    def internal_input_topics(self) -> list[str]:
+        """The internal topics the app reads that exist now (:func:`reads_internal_topic`)."""
         names = self.consumer.list_topics(timeout=30).topics
-        return sorted(t for t in names if t.startswith(prefix) and t.endswith("-repartition"))
+        return sorted(t for t in names if reads_internal_topic(self.group, t))
 
     def behind(self, marks: Mapping[tuple[str, int], tuple[int, int]]) -> list[str]:
         """Partitions of ``marks`` whose committed offset is below their high watermark."""
@@ -387,6 +388,34 @@ def _check_params(topology: str, params: Mapping[str, str]) -> None:
         raise ValueError(f"unknown params {unknown} for {topology!r}: {TOPOLOGIES[topology]}")
 
 
+def reads_internal_topic(application_id: str, topic: str) -> bool:
+    """Whether ``topic`` is an internal topic that Kafka Streams app ``application_id`` reads:
+    a repartition topic, or a foreign-key join's subscription registration or response topic
+    (changelog topics are written, never read while running).
+
+    Examples
+    --------
+    >>> reads_internal_topic("app", "app-KSTREAM-KEY-SELECT-0000000002-repartition")
+    True
+    >>> reads_internal_topic("app", "app-KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION-0000000006-topic")
+    True
+    >>> reads_internal_topic("app", "app-KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE-0000000014-topic")
+    True
+    >>> store = "KTABLE-FK-JOIN-SUBSCRIPTION-STATE-STORE-0000000007"
+    >>> reads_internal_topic("app", f"app-{store}-changelog")
+    False
+    >>> reads_internal_topic("other", "app-KSTREAM-KEY-SELECT-0000000002-repartition")
+    False
+    """
+    if not topic.startswith(f"{application_id}-"):
+        return False
+    return (
+        topic.endswith("-repartition")
+        or (topic.endswith("-topic") and "-SUBSCRIPTION-REGISTRATION-" in topic)
+        or (topic.endswith("-topic") and "-SUBSCRIPTION-RESPONSE-" in topic)
+    )
+
+
 def run_reference(
     topology: str,
     *,
@@ -402,9 +431,11 @@ def run_reference(
 
     The app counts as caught up when its consumer group (``application_id``) has committed, for
     every partition of ``input_topics``, the end offset read at this call, and then, for every
-    partition of its repartition topics (``<application_id>-...-repartition``), their current
-    end offset.  The Java process runs in its own process group and is stopped with SIGTERM,
-    then SIGKILL after 20 s.
+    partition of the internal topics it reads (repartition topics
+    ``<application_id>-...-repartition``, a foreign-key join's
+    ``<application_id>-...-SUBSCRIPTION-REGISTRATION-...-topic`` and ``-RESPONSE-...-topic``),
+    their current end offset. The Java process runs in its own process group and is stopped
+    with SIGTERM, then SIGKILL after 20 s.
 
     Parameters
     ----------
@@ -462,8 +493,8 @@ def run_reference(
                 if running_at:
                     behind = lag.behind(inputs)
                     if not behind:
-                        repartition = lag.watermarks(lag.repartition_topics())
-                        behind = lag.behind(repartition)
+                        internal = lag.watermarks(lag.internal_input_topics())
+                        behind = lag.behind(internal)
                         if not behind:
                             seconds = time.monotonic() - t0
                             break

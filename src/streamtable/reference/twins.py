@@ -29,6 +29,7 @@ __all__ = [
     "table_aggregate",
     "flights_weather",
     "flights_planes",
+    "flights_fk_planes",
     "windowed_count",
     "windowed_aggregate",
     "flights_hourly",
@@ -293,6 +294,39 @@ def flights_planes(flights: str, planes: str, output: str) -> Topology:
         .filter(_has_tailnum)
         .select_key(_tailnum)
         .join(p, _flight_plane)
+        .to(output, key_serde=_S, value_serde=_S)
+    )
+    return b.build()
+
+
+def _flight_tailnum(flight: str) -> str | None:
+    return _text_field(flight, "tailnum")
+
+
+def flights_fk_planes(flights: str, planes: str, output: str) -> Topology:
+    """Twin of ``flights-fk-planes``: the flights as a table, foreign-key joined with planes.
+
+    ``flights`` read as a table (key: carrier + flight number, so each flight number's latest
+    flight), inner-joined with the ``planes`` table on the flight's ``tailnum`` (Kafka Streams'
+    foreign-key join, KIP-213: subscription and response topics); value
+    ``{"flight": <flight>, "plane": <plane>}``, the join's changelog written to ``output``. A
+    flight without a string ``tailnum`` joins nothing.
+
+    Parameters
+    ----------
+    flights, planes, output : str
+        Topic names (the Java params of the same names).
+
+    Returns
+    -------
+    Topology
+    """
+    b = StreamsBuilder()
+    p = b.table(planes, key_serde=_S, value_serde=_S)
+    (
+        b.table(flights, key_serde=_S, value_serde=_S)
+        .join(p, _flight_plane, foreign_key_extractor=_flight_tailnum)
+        .to_stream()
         .to(output, key_serde=_S, value_serde=_S)
     )
     return b.build()

@@ -51,8 +51,8 @@ import org.apache.kafka.streams.state.Stores;
  * --describe true [--param key=value ...]} to print the topology's {@code describe()} and exit;
  * {@code --config} overrides
  * the defaults below. Topologies: stream-table-join, table-table-join,
- * table-aggregate, flights-weather, flights-planes, windowed-count, windowed-aggregate,
- * flights-hourly, windowed-parity, and the chains of several sub-topologies join-rekey-reduce,
+ * table-aggregate, flights-weather, flights-planes, flights-fk-planes, windowed-count,
+ * windowed-aggregate, flights-hourly, windowed-parity, and the chains of several sub-topologies join-rekey-reduce,
  * count-histogram, table-join-regroup, three-level (see streamtable.reference.kafka_streams).
  *
  * <p>With {@code --param metrics_file=PATH} (windowed topologies), the sum of the tasks'
@@ -160,6 +160,7 @@ public final class ReferenceApp {
             case "table-aggregate" -> tableAggregate(b, p);
             case "flights-weather" -> flightsWeather(b, p);
             case "flights-planes" -> flightsPlanes(b, p);
+            case "flights-fk-planes" -> flightsFkPlanes(b, p);
             case "windowed-count" -> windowedCount(b, p);
             case "windowed-aggregate" -> windowedAggregate(b, p);
             case "flights-hourly" -> flightsHourly(b, p);
@@ -256,6 +257,18 @@ public final class ReferenceApp {
                 .filter((k, v) -> v != null && field(v, "tailnum") != null)
                 .selectKey((k, v) -> field(v, "tailnum"))
                 .join(planes, (f, pl) -> pair("flight", f, "plane", pl), Joined.with(STR, STR, STR))
+                .to(required(p, "output"), Produced.with(STR, STR));
+    }
+
+    /**
+     * Flights read as a table (each flight number's latest flight), foreign-key joined with the
+     * planes table on the flight's tail number (KIP-213); a flight without one joins nothing.
+     */
+    static void flightsFkPlanes(StreamsBuilder b, Map<String, String> p) {
+        KTable<String, String> planes = b.table(required(p, "planes"), Consumed.with(STR, STR));
+        b.table(required(p, "flights"), Consumed.with(STR, STR))
+                .join(planes, f -> field(f, "tailnum"), (f, pl) -> pair("flight", f, "plane", pl))
+                .toStream()
                 .to(required(p, "output"), Produced.with(STR, STR));
     }
 
