@@ -4,9 +4,12 @@
 Vectors printed by tests/vectors/KafkaVectors.java.
 """
 
+import json
 import math
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from streamtable.errors import ConfigError, SerializationError
 from streamtable.serde import Serde, Serdes, Windowed
@@ -319,6 +322,14 @@ JSON_BATCH = [
     b"",
     b"\xff\xfe",  # invalid UTF-8
     '{"é":"ü"}'.encode(),
+    # numbers beyond 64 bits or a double's range, surrogates
+    b"123456789012345678901234567890",  # beyond 64 bits: an exact int, not a float
+    b'{"n":-9223372036854775809}',
+    b"18446744073709551616",
+    b"1e400",  # beyond a double: inf in json, refused by orjson
+    b'"\\ud800"',  # an unpaired surrogate escape
+    b'"\xed\xa0\x80"',  # a surrogate encoded in UTF-8: invalid UTF-8
+    b"-0.0",
 ]
 
 
@@ -335,8 +346,45 @@ def test_json_deserialize_many_equals_deserialize_item_by_item():
         alone = _outcome(lambda d=data: [serde.deserialize(d)])
         assert _outcome(lambda d=data: serde.deserialize_many([d])) == alone, data
     good = [d for d in JSON_BATCH if _outcome(lambda d=d: serde.deserialize(d))[0] == "ok"]
-    assert len(good) == 10
-    assert serde.deserialize_many(good) == [serde.deserialize(d) for d in good]
+    assert len(good) == 16
+    # repr: an int is not a float, and -0.0 is not 0.0
+    assert repr(serde.deserialize_many(good)) == repr([serde.deserialize(d) for d in good])
+
+
+def test_json_deserialize_many_keeps_integers_beyond_64_bits_and_out_of_range_numbers():
+    got = Serdes.json().deserialize_many(
+        [b"123456789012345678901234567890", b'{"n":-9223372036854775809}', b"1e400", b"[-1e400]"]
+    )
+    assert got == [
+        123456789012345678901234567890,
+        {"n": -9223372036854775809},
+        math.inf,
+        [-math.inf],
+    ]
+    assert type(got[0]) is int and type(got[1]["n"]) is int
+
+
+_JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()  # any size
+    | st.floats(allow_nan=False)  # infinities serialize as Infinity: not JSON, an error
+    | st.text(),  # surrogates included
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSON_VALUES, st.booleans())
+def test_json_deserialize_many_equals_deserialize_on_any_document(value, ascii_only):
+    data = json.dumps(value, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass")
+    serde = Serdes.json()
+    expected = _outcome(lambda: [serde.deserialize(data)])
+    got = _outcome(lambda: serde.deserialize_many([data]))
+    assert repr(got) == repr(expected)
 
 
 def test_json_is_compact_like_jackson():
