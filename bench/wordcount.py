@@ -156,11 +156,7 @@ def _run_kstreams(bs: str, out_topic: str, store: str, cached: bool, tmp: Path) 
     from streamtable.reference.kafka_streams import run_reference
 
     app_id = f"bench-wc-ks-{uuid.uuid4().hex[:6]}"
-    config = (
-        {"statestore.cache.max.bytes": str(10 * 1024 * 1024), "commit.interval.ms": "1000"}
-        if cached
-        else {}
-    )
+    config = bench_run.KSTREAMS_CACHED_CONFIG if cached else {}
     r = run_reference(
         "wordcount",
         bootstrap_servers=bs,
