@@ -34,7 +34,8 @@ log = logging.getLogger("bench")
 TARGETS = {
     "demo_end_to_end_s_max": 60,
     "wordcount_words_per_s_min": 300_000,
-    "overhead_vs_plain_pyspark_max": 0.10,
+    # issue 18: at most 1.5x the wall time of the hand-written PySpark job (ratio >= 0.67)
+    "wall_time_over_plain_pyspark_max": 1.5,
 }
 TRIGGER = "1000 milliseconds"  # = streamtable's default commit.interval.ms trigger
 SHUFFLE_PARTITIONS = 2
@@ -790,8 +791,9 @@ def main(argv: list[str] | None = None) -> int:
                 wc >= TARGETS["wordcount_words_per_s_min"]
             )
             for job in ("flights", "wordcount"):
-                result[job]["meets_target_overhead"] = (
-                    result[job]["overhead"] <= TARGETS["overhead_vs_plain_pyspark_max"]
+                result[job]["meets_target_wall_time"] = (
+                    result[job]["ratio_streamtable_over_plain"]
+                    >= 1 / TARGETS["wall_time_over_plain_pyspark_max"]
                 )
             sampler.stop()
             result["machine"] = machine_info(spark)
