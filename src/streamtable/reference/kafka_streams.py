@@ -507,8 +507,8 @@ def run_reference(
                         if not behind:
                             caught = time.monotonic() - t0
                             # records written to an internal topic after its end offsets were
-                            # read (from records processed meanwhile, e.g. a repartition topic's
-                            # feeding the next one) show as a changed end: check again
+                            # read (from records processed meanwhile, e.g. from one repartition
+                            # topic into the next) show as a changed end: check again
                             again = lag.watermarks(lag.internal_input_topics())
                             if _ends(again) == _ends(internal):
                                 seconds = caught

@@ -52,8 +52,9 @@ import org.apache.kafka.streams.state.Stores;
  * {@code --config} overrides
  * the defaults below. Topologies: stream-table-join, table-table-join,
  * table-aggregate, flights-weather, flights-planes, flights-fk-planes, windowed-count,
- * windowed-aggregate, flights-hourly, windowed-parity, and the chains of several sub-topologies join-rekey-reduce,
- * count-histogram, table-join-regroup, three-level (see streamtable.reference.kafka_streams).
+ * windowed-aggregate, flights-hourly, windowed-parity, and the chains of several sub-topologies
+ * join-rekey-reduce, count-histogram, table-join-regroup, three-level (see
+ * streamtable.reference.kafka_streams).
  *
  * <p>With {@code --param metrics_file=PATH} (windowed topologies), the sum of the tasks'
  * {@code dropped-records-total} metrics is written to PATH as {@code {"dropped-records-total": N}}
