@@ -161,3 +161,38 @@ def test_a_commit_stuck_past_its_timeout_re_runs_the_batch_with_a_new_producer(m
     assert "task 3 batch 7 timed out (_TIMED_OUT)" in str(stuck.value)
     assert is_transient(stuck.value)
     assert "a-q.sink-3" not in task_output._txn_producers  # never used again
+
+
+def test_a_failure_surfaces_only_after_the_uncaught_exception_handler_has_returned():
+    import threading
+
+    from streamtable.errors import StreamsError
+
+    app = KafkaStreams(topology(), {"application.id": "a", "bootstrap.servers": "x:1"})
+    entered, release, order = threading.Event(), threading.Event(), []
+
+    def handler(exc):
+        entered.set()
+        release.wait(30)
+        order.append(("handler returned", str(exc)))
+
+    app.set_uncaught_exception_handler(handler)
+    failing = threading.Thread(target=app._fail, args=(RuntimeError("boom"),))
+    failing.start()
+    assert entered.wait(30)
+
+    def report():
+        try:
+            app._raise_if_failed()
+        except StreamsError as e:
+            order.append(("raised", str(e)))
+
+    reporter = threading.Thread(target=report)
+    reporter.start()
+    reporter.join(0.5)  # it must not raise while the handler runs
+    assert reporter.is_alive() and order == []
+    release.set()
+    failing.join(30)
+    reporter.join(30)
+    assert [step for step, _ in order] == ["handler returned", "raised"]
+    assert "boom" in order[1][1]

@@ -50,6 +50,9 @@ log = logging.getLogger("streamtable")
 #: Spark's shortest real-time batch (``spark.sql.streaming.realTimeMode.minBatchDuration``), ms.
 REAL_TIME_MIN_BATCH_MS = 5000
 
+#: How long a reported failure waits for the uncaught exception handler to return, s.
+HANDLER_WAIT_S = 60.0
+
 #: Marks of Kafka errors that go away on their own (leader elections, coordinator moves, a
 #: broker restarting); Kafka Streams retries these for task.timeout.ms.
 _TRANSIENT = (
@@ -168,6 +171,9 @@ class KafkaStreams:
         self._queries: list[Any] = []
         self._handler: Callable[[BaseException], None] | None = None
         self._error: BaseException | None = None
+        # set once the uncaught exception handler has returned (or there is none)
+        self._failure_handled = threading.Event()
+        self._failing_thread: threading.Thread | None = None
         self._monitor: threading.Thread | None = None
         self._stop_monitor = threading.Event()
         self._spark: Any = None
@@ -223,7 +229,10 @@ class KafkaStreams:
     def set_uncaught_exception_handler(self, handler: Callable[[BaseException], None]) -> None:
         """Call ``handler(exception)`` when a running query fails (then the state is ``ERROR``).
 
-        Must be called before :meth:`start`.
+        Methods that report the failure (:meth:`await_caught_up`) raise only after the handler
+        has returned, as Kafka Streams calls its handler before the failure surfaces (a
+        handler still running after 60 s is not waited for further). Must be called before
+        :meth:`start`.
         """
         if self._state is not State.CREATED:
             raise IllegalStateError("set_uncaught_exception_handler must be called before start().")
@@ -642,6 +651,7 @@ class KafkaStreams:
             if self._state not in (State.RUNNING, State.CREATED):
                 return
             self._error = exc
+            self._failing_thread = threading.current_thread()
             self._transition(State.PENDING_ERROR)
             for q in self._queries:
                 try:
@@ -652,8 +662,11 @@ class KafkaStreams:
             self._transition(State.ERROR)
             self._release_state_dir()
         log.error("[%s] a query failed: %s", self.config.application_id, exc)
-        if self._handler is not None:
-            self._handler(exc)
+        try:
+            if self._handler is not None:
+                self._handler(exc)
+        finally:
+            self._failure_handled.set()
 
     def close(self, timeout: timedelta | None = None) -> bool:
         """Stop every query and release resources; the state ends ``NOT_RUNNING``.
@@ -858,6 +871,9 @@ class KafkaStreams:
                     self._fail(exc)
                     break
         if self._error is not None:
+            if self._failing_thread is not threading.current_thread():
+                # the failure surfaces after the handler (run by the thread that failed)
+                self._failure_handled.wait(HANDLER_WAIT_S)
             raise StreamsError(
                 f"Application {self.config.application_id!r} failed: {self._error}"
             ) from self._error
