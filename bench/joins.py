@@ -60,8 +60,9 @@ TABLE_JOINS = ("latest_flight_planes", "flights_fk_planes")
 CATCH_UP_TIMEOUT_S = bench_run.CATCH_UP_TIMEOUT_S
 
 
-def _inputs(quick: bool) -> dict[str, Any]:
-    """The flights, weather and planes records (``--quick``: January's flights and weather)."""
+def _inputs(quick: bool, by_tailnum: bool) -> dict[str, Any]:
+    """The flights, weather and planes records (``--quick``: January's flights and weather);
+    with ``by_tailnum`` also the flights keyed by tail number (``flights_by_tailnum``)."""
     from streamtable.demo.flights_data import flight_records, load_flights
     from streamtable.demo.flights_dimensions import (
         load_planes,
@@ -74,13 +75,14 @@ def _inputs(quick: bool) -> dict[str, Any]:
     if quick:
         flights = flights[flights["month"] == 1]
         weather = weather[weather["month"] == 1]
-    flight_recs = flight_records(flights)
-    return {
-        "flights": flight_recs,
-        "flights_by_tailnum": _by_tailnum(flight_recs),
+    data = {
+        "flights": flight_records(flights),
         "weather": weather_records(weather),
         "planes": plane_records(load_planes()),
     }
+    if by_tailnum:  # only latest_flight_planes reads them
+        data["flights_by_tailnum"] = _by_tailnum(data["flights"])
+    return data
 
 
 def _by_tailnum(
@@ -377,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     from streamtable.runtime.spark import get_spark
 
     t_all = time.monotonic()
-    data = _inputs(args.quick)
+    data = _inputs(args.quick, "latest_flight_planes" in joins)
     sizes = {k: len(v) for k, v in data.items()}
     result: dict[str, Any] = {
         "args": {
