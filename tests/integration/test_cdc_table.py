@@ -12,7 +12,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 from streamtable import KafkaStreams, Serdes, StreamsBuilder
 from streamtable.platform import debezium_postgres_config
@@ -21,6 +21,13 @@ pytestmark = pytest.mark.integration
 
 S, J = Serdes.string(), Serdes.json()
 PLAYER = Serdes.debezium_json({"id": "string", "status": "string", "banned": "boolean"})
+#: What the broker answers for a topic Kafka Connect created a moment ago: ask again.
+_NOT_READY = {
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._TIMED_OUT,
+}
 
 
 def decide(trade, player):
@@ -70,10 +77,15 @@ def _cdc_topic_has(bootstrap: str, topic: str, count: int, timeout_s: float = 60
             metadata = c.list_topics(topic, timeout=5).topics.get(topic)
             if metadata is None or metadata.error:
                 return 0
-            return sum(
-                c.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
-                for p in metadata.partitions
-            )
+            try:
+                return sum(
+                    c.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
+                    for p in metadata.partitions
+                )
+            except KafkaException as e:  # Debezium just created the topic: no leader yet
+                if e.args[0].code() in _NOT_READY:
+                    return 0
+                raise
 
         wait_until(lambda: records() >= count, timeout_s, f"{topic} to hold {count} records")
     finally:
