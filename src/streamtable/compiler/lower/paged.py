@@ -32,7 +32,8 @@ def run_paged(
     single_stream_time: bool = False,
     count_drops: bool = True,
 ) -> DataFrame:
-    """Pack each input (side = its index), union, and run ``kernel`` per state page.
+    """Pack each input (side = its index), union, and run ``kernel`` per state page (a
+    kernel with ``latest_per_key`` gets only each key's latest record per map task).
 
     Returns the kernel's outputs in frame columns plus ``old``; rows the kernel reported as
     dropped are counted under their reason and removed (after ``late_records`` has written
@@ -53,7 +54,8 @@ def run_paged(
     else:
         packed = None
         for side, frame in enumerate(inputs):
-            df = frame.df.mapInArrow(KernelPack(side), PAGED_DDL)
+            latest = getattr(kernel, "latest_per_key", False)
+            df = frame.df.mapInArrow(KernelPack(side, latest_per_key=latest), PAGED_DDL)
             packed = df if packed is None else packed.unionByName(df)
         assert packed is not None
         if watermark_delay_ms is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from streamtable.compiler.codecs import Codec
 from streamtable.compiler.paged.records import Out, Rec, source_order
@@ -35,6 +35,9 @@ class TableSourceKernel:
     """
 
     drops: dict[str, int] = field(default_factory=dict)
+    #: Only a key's last record of the batch matters: the pack before the shuffle may keep
+    #: just that one per key and task (:class:`~.pack.KernelPack`'s ``latest_per_key``).
+    latest_per_key: ClassVar[bool] = True
 
     def process(
         self, gk: bytes, records: list[Rec], entry: Any, meta: dict[str, Any]
