@@ -96,6 +96,16 @@ def test_table_table_join_coalesces_a_batch_to_its_last_result():
     assert outs[0].ts == 6
 
 
+def test_table_table_join_coalesces_each_side_to_its_last_update_first():
+    """Kafka Streams' record cache forwards a source table's last update per key: joined
+    (L1, R1) and deleted on both sides within the batch, nothing was or is joined."""
+    k = TableTableJoinKernel("J", "inner", lambda lv, rv: f"{lv}|{rv}", P, P)
+    batch = [r(1, 0, "L1"), r(2, 1, "R1"), r(3, 1, None), r(4, 0, None)]
+    assert k.process(b"k", batch, None, {}) == (None, [])
+    # the same updates one per batch: the result, then its tombstone
+    assert run_each(k, batch) == [[], ["L1|R1"], [None], []]
+
+
 def test_table_aggregate_walkthrough_of_the_dsl_guide():
     """Adder +len, subtractor -len; group changes as KTable.group_by would send them."""
     k = TableAggregateKernel(

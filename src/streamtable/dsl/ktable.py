@@ -337,7 +337,9 @@ class KTable:
         while both sides have a value; when either side is deleted the result is deleted (a
         tombstone is emitted if the result existed). Updates on either side update the
         result; output timestamp = the larger of the two sides' timestamps. Follows Kafka
-        Streams' ``KTableKTableInnerJoin`` and its documented semantics table.
+        Streams' ``KTableKTableInnerJoin`` and its documented semantics table. Within a
+        micro-batch only each side's last update of a key counts, as Kafka Streams' record
+        cache forwards only a source table's last update per key.
 
         Foreign-key join (Kafka Streams' ``SubscriptionSendProcessorSupplier``,
         ``SubscriptionJoinProcessorSupplier``, ``ForeignTableJoinProcessorSupplier`` and

@@ -10,7 +10,7 @@ import heapq
 import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from streamtable.compiler.codecs import Codec
 from streamtable.compiler.paged.records import Out, Rec, source_order
@@ -136,9 +136,11 @@ class StreamTableJoinKernel:
 class TableTableJoinKernel:
     """A primary-key join of two tables (``KTableKTable{Inner,Left,Outer}Join``).
 
-    Per key the latest value of each side is kept. Each update (the two sides merged in
-    timestamp order, each side in offset order) produces the result Kafka Streams' join
-    processors forward:
+    Per key the latest value of each side is kept. A side's updates of the key in one
+    micro-batch are first coalesced to its last one (offset order), as Kafka Streams' record
+    cache (on by default) coalesces each source table's updates per key before its join
+    processor sees them. The one or two remaining updates (in timestamp order, the left first
+    on a tie) each produce the result Kafka Streams' join processors forward:
 
     - inner: nothing while the other side is absent; else ``joiner(l, r)``, or a tombstone
       when the updated side was deleted;
@@ -148,7 +150,8 @@ class TableTableJoinKernel:
       absent.
 
     Only the last result per key and micro-batch is emitted (record-cache coalescing).
-    Output ts = max of the two sides' timestamps.
+    Output ts = max of the two sides' timestamps. As only a side's last update matters, the
+    pack before the shuffle keeps just that one (``latest_per_key``).
     """
 
     node_name: str
@@ -157,15 +160,18 @@ class TableTableJoinKernel:
     left_codec: Codec
     right_codec: Codec
     drops: dict[str, int] = field(default_factory=dict)
+    latest_per_key: ClassVar[bool] = True
 
     def process(
         self, gk: bytes, records: list[Rec], entry: Any, meta: dict[str, Any]
     ) -> tuple[Any, list[Out]]:
-        """Apply the key's updates of both sides and emit the last join result."""
+        """Apply the key's last update of each side and emit the last join result."""
         lv, lts, rv, rts = entry if entry is not None else (None, None, None, None)
-        sides = [sorted((r for r in records if r.side == s), key=source_order) for s in (0, 1)]
+        latest = [
+            sorted((r for r in records if r.side == s), key=source_order)[-1:] for s in (0, 1)
+        ]
         result: Out | None = None
-        for rec in heapq.merge(*sides, key=lambda r: r.ts):
+        for rec in heapq.merge(*latest, key=lambda r: r.ts):
             if rec.side == LEFT:
                 lv, lts = rec.value, rec.ts
             else:
