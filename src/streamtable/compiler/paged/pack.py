@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from streamtable.compiler.pack_stage import page_of
 from streamtable.compiler.paged.records import Rec
@@ -68,7 +69,9 @@ class KernelPack:
         latest: dict[bytes | None, Rec] = {}
         unkeyed: list[Rec] = []
         for batch in batches:
-            for gk, rec in self._records(batch):
+            if not batch.num_rows:
+                continue
+            for gk, rec in self._records(batch_latest(batch)):
                 if gk is None:
                     unkeyed.append(rec)
                     continue
@@ -101,6 +104,45 @@ class KernelPack:
                 olds[i],
             )
             yield gk, rec
+
+
+def batch_latest(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The rows of ``batch`` :class:`KernelPack` keeps with ``latest_per_key``: each group
+    key's latest (:func:`latest_order`; of rows tied on all of it, the later one) and every
+    row without a group key, in their order in ``batch``. Sorted by Arrow, so that only
+    these rows become Python objects.
+
+    >>> b = pa.RecordBatch.from_pydict({"key": [b"a", b"b", b"a", None], "value": [b"1", b"2",
+    ...     b"3", b"4"], "ts": [9, 1, 2, 3], "partition": [0, 0, 0, 0], "offset": [0, 1, 2, 3],
+    ...     "seq": [0, 0, 0, 0], "topic": ["t"] * 4})
+    >>> batch_latest(b).column(1).to_pylist()
+    [b'2', b'3', b'4']
+    """
+    names = batch.schema.names
+    n = batch.num_rows
+
+    def column(name: str) -> pa.Array:
+        return batch.column(names.index(name))
+
+    gk = column("group_key" if "group_key" in names else "key")
+    table = pa.table(
+        {
+            "gk": gk,
+            "topic": pc.fill_null(column("topic"), ""),
+            "partition": pc.fill_null(column("partition"), 0),
+            "offset": pc.fill_null(column("offset"), 0),
+            "seq": pc.fill_null(column("seq"), 0),
+            "ts": column("ts"),
+            "row": pa.array(range(n), pa.int64()),
+        }
+    )
+    order = pc.sort_indices(table, sort_keys=[(c, "ascending") for c in table.column_names])
+    keys = gk.take(order)
+    # the last row of each run of equal group keys; every row without one
+    differs = pc.fill_null(pc.not_equal(keys.slice(0, n - 1), keys.slice(1)), True)
+    last = pa.concat_arrays([differs, pa.array([True])])
+    kept = pc.filter(order, pc.or_(last, pc.is_null(keys)))
+    return batch.take(pc.take(kept, pc.sort_indices(kept)))
 
 
 def _by_page(
