@@ -17,21 +17,11 @@ from streamtable.compiler.paged import pack as pack_module
 from streamtable.compiler.paged.join_kernels import TableTableJoinKernel
 from streamtable.compiler.paged.pack import KernelPack
 from streamtable.compiler.paged.processor import _unpack
-from streamtable.compiler.paged.records import time_order
+from streamtable.compiler.paged.records import frame_schema, time_order
 from streamtable.compiler.paged.table_kernels import TableSourceKernel
 
 B = SerdeCodec(Serdes.bytes())
-_SCHEMA = pa.schema(
-    [
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("ts", pa.int64()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("seq", pa.int64()),
-        ("topic", pa.string()),
-    ]
-)
+_SCHEMA = frame_schema()  # the frame columns a pack reads
 
 
 def _batch(rows: list[tuple]) -> pa.RecordBatch:
