@@ -74,10 +74,10 @@ def _cdc_topic_has(bootstrap: str, topic: str, count: int, timeout_s: float = 60
         from _support import wait_until  # not at module level (Spark's workers)
 
         def records() -> int:
-            metadata = c.list_topics(topic, timeout=5).topics.get(topic)
-            if metadata is None or metadata.error:
-                return 0
             try:
+                metadata = c.list_topics(topic, timeout=5).topics.get(topic)
+                if metadata is None or metadata.error:
+                    return 0
                 return sum(
                     c.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
                     for p in metadata.partitions

@@ -16,13 +16,15 @@ from streamtable.compiler.paged.records import Rec
 #: Output of the pack stage; ``event_time`` is the latest record timestamp of the row.
 PAGED_DDL = "page int, value binary, ts bigint, event_time timestamp"
 
-#: With ``latest_per_key``, how many keys a task keeps before it packs what it has (bounds
-#: the pack's memory when a first run reads a large table in one micro-batch).
+#: With ``latest_per_key``, how many records (one per key, plus those without a key) a task
+#: keeps before it packs what it has, checked after each Arrow batch: bounds the pack's
+#: memory (to this plus one batch) when a first run reads a large table in one micro-batch.
 LATEST_KEYS_PER_FLUSH = 50_000
 
 
 def latest_order(rec: Rec) -> tuple[Any, ...]:
-    """Which of a key's records a :class:`~.table_kernels.TableSourceKernel` keeps: the last
+    """Which of a key's records a :class:`~.table_kernels.TableSourceKernel` keeps (and a
+    :class:`~.join_kernels.TableTableJoinKernel` of each side): the last
     in offset order (:func:`~.records.source_order`), ties (records of a stateful upstream
     carry no offset) to the larger timestamp, then to the later arrival, as the processor's
     time sort followed by the kernel's stable offset sort picks it.
@@ -60,8 +62,9 @@ class KernelPack:
 
     def _pack_latest(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Only the latest record (:func:`latest_order`) of each key of the task, packed at
-        its end or every :data:`LATEST_KEYS_PER_FLUSH` keys. For kernels that read nothing
-        else of a key's batch (``TableSourceKernel``): the kernel's result is unchanged, and
+        its end or every :data:`LATEST_KEYS_PER_FLUSH` records. For kernels that read
+        nothing else of a key's batch (``TableSourceKernel``, and ``TableTableJoinKernel``
+        per side; each side is packed on its own): the kernel's result is unchanged, and
         the shuffle and the processor see one record per key and task instead of every
         update (Kafka Streams' record cache keeps one per key as well). Records without a
         group key are all kept.
@@ -78,7 +81,7 @@ class KernelPack:
                 kept = latest.get(gk)
                 if kept is None or latest_order(rec) >= latest_order(kept):
                     latest[gk] = rec
-            if len(latest) >= LATEST_KEYS_PER_FLUSH:
+            if len(latest) + len(unkeyed) >= LATEST_KEYS_PER_FLUSH:
                 yield _packed(_by_page(latest, unkeyed))
                 latest, unkeyed = {}, []
         if latest or unkeyed:
@@ -120,6 +123,8 @@ def batch_latest(batch: pa.RecordBatch) -> pa.RecordBatch:
     """
     names = batch.schema.names
     n = batch.num_rows
+    if n == 0:
+        return batch
 
     def column(name: str) -> pa.Array:
         return batch.column(names.index(name))
