@@ -31,7 +31,6 @@ import shutil
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +56,6 @@ JOINS = {
 }
 #: The joins of two tables, whose outputs are compared as tables.
 TABLE_JOINS = ("latest_flight_planes", "flights_fk_planes")
-CATCH_UP_TIMEOUT_S = bench_run.CATCH_UP_TIMEOUT_S
 
 
 def _inputs(quick: bool, by_tailnum: bool) -> dict[str, Any]:
@@ -133,51 +131,6 @@ def _output_digest(bs: str, topic: str) -> dict[str, Any]:
     return {"records": len(records), "raw": raw, "parsed": parsed, "final": final}
 
 
-def _run_kstreams(
-    reference: str,
-    params: dict[str, str],
-    inputs: list[str],
-    bs: str,
-    tmp: Path,
-    tag: str,
-    config: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    from streamtable.reference.kafka_streams import run_reference
-
-    app_id = f"bench-{tag}-{uuid.uuid4().hex[:6]}"
-    r = run_reference(
-        reference,
-        bootstrap_servers=bs,
-        application_id=app_id,
-        params=params,
-        input_topics=inputs,
-        state_dir=tempfile.mkdtemp(prefix=f"{app_id}-", dir=tmp),
-        timeout_s=CATCH_UP_TIMEOUT_S,
-        config=config,
-    )
-    total, startup = float(r["seconds"]), float(r["startup_seconds"])
-    return {
-        "total_s": round(total, 3),
-        "startup_s": round(startup, 3),
-        "processing_s": round(total - startup, 3),
-        "records_in": int(r["records_in"]),
-    }
-
-
-def _run_streamtable(spark: Any, topology: Any, bs: str, n: int, tmp: Path, tag: str) -> dict:
-    r = bench_run._run_streamtable(
-        spark, bs, topology, f"bench-{tag}-{uuid.uuid4().hex[:6]}", "", n, tmp
-    )
-    total, startup = float(r["processing_s"]), float(r["start_call_s"])
-    return {
-        "total_s": round(total, 3),
-        "startup_s": round(startup, 3),
-        "processing_s": round(total - startup, 3),
-        "batches": r["batches"],
-        "dropped_records": r["dropped_records"],
-    }
-
-
 def _join_spec(join: str, topics: dict[str, str]) -> tuple[str, dict[str, str], Any, list[str]]:
     """(Java topology, its params without ``output``, twin(output) -> Topology, input topics)."""
     from streamtable.reference import twins
@@ -239,9 +192,9 @@ def bench_join(
         for engine in order:
             tag = f"{join}-{engine}-{i}".replace("_", "-")
             if engine == "streamtable":
-                r = _run_streamtable(spark, twin(out[engine]), bs, n, tmp, tag)
+                r = bench_run.run_twin(spark, twin(out[engine]), bs, n, tmp, tag)
             else:
-                r = _run_kstreams(
+                r = bench_run.run_kstreams(
                     reference,
                     {**params, "output": out[engine]},
                     inputs,

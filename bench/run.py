@@ -239,6 +239,67 @@ def _run_streamtable(
     }
 
 
+def run_twin(spark: Any, topology: Any, bs: str, n: int, tmp: Path, tag: str) -> dict[str, Any]:
+    """One streamtable run of ``topology`` (app id ``bench-<tag>-...``), its time split into
+    start-up (the ``start()`` call) and processing, as :func:`run_kstreams` splits Kafka
+    Streams'."""
+    r = _run_streamtable(spark, bs, topology, f"bench-{tag}-{uuid.uuid4().hex[:6]}", "", n, tmp)
+    total, startup = float(r["processing_s"]), float(r["start_call_s"])
+    return {
+        "total_s": round(total, 3),
+        "startup_s": round(startup, 3),
+        "processing_s": round(total - startup, 3),
+        "batches": r["batches"],
+        "dropped_records": r["dropped_records"],
+    }
+
+
+def run_kstreams(
+    reference: str,
+    params: dict[str, str],
+    inputs: list[str],
+    bs: str,
+    tmp: Path,
+    tag: str,
+    config: dict[str, str] | None = None,
+    *,
+    metrics: bool = False,
+) -> dict[str, Any]:
+    """One Kafka Streams run of ``ReferenceApp``'s ``reference`` topology until caught up on
+    ``inputs`` (``streamtable.reference.kafka_streams.run_reference``); ``config``: extra
+    Kafka Streams settings. With ``metrics`` the app also writes its metrics, and the result
+    has ``dropped_records_total`` (``None`` when not written).
+    """
+    from streamtable.reference.kafka_streams import run_reference
+
+    app_id = f"bench-{tag}-{uuid.uuid4().hex[:6]}"
+    metrics_file = Path(tempfile.mkdtemp(prefix=f"{app_id}-m-", dir=tmp)) / "metrics.json"
+    r = run_reference(
+        reference,
+        bootstrap_servers=bs,
+        application_id=app_id,
+        params={**params, "metrics_file": str(metrics_file)} if metrics else params,
+        input_topics=inputs,
+        state_dir=tempfile.mkdtemp(prefix=f"{app_id}-", dir=tmp),
+        timeout_s=CATCH_UP_TIMEOUT_S,
+        config=config,
+    )
+    total, startup = float(r["seconds"]), float(r["startup_seconds"])
+    out: dict[str, Any] = {
+        "total_s": round(total, 3),
+        "startup_s": round(startup, 3),
+        "processing_s": round(total - startup, 3),
+        "records_in": int(r["records_in"]),
+    }
+    if metrics:
+        try:
+            dropped = json.loads(metrics_file.read_text())["dropped-records-total"]
+        except (OSError, ValueError, KeyError):
+            dropped = None
+        out["dropped_records_total"] = dropped
+    return out
+
+
 def _run_plain(
     spark: Any, name: str, build: Any, in_topic: str, n: int, bs: str, tmp: Path
 ) -> dict[str, Any]:

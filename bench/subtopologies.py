@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import joins as bench_joins  # noqa: E402  (bench/joins.py: the Kafka Streams runner)
+import joins as bench_joins  # noqa: E402  (bench/joins.py: the flights, weather and planes)
 import run as bench_run  # noqa: E402  (bench/run.py: shared helpers)
 
 log = logging.getLogger("bench.subtopologies")
@@ -168,7 +168,7 @@ def _steady_hop_latency(
     from streamtable import KafkaStreams
     from streamtable.demo._harness import demo_config, ensure_topics
     from streamtable.reference import twins
-    from streamtable.runtime.progress import _end_offsets
+    from streamtable.runtime.progress import end_offsets
 
     topic, out = f"bench-sub-steady-{uuid.uuid4().hex[:6]}", "bench-sub-steady-out"
     ensure_topics(bs, {topic: PARTITIONS, out: PARTITIONS}, recreate=True)
@@ -206,7 +206,7 @@ def _steady_hop_latency(
         for prog in reduce_q.recentProgress:
             start = datetime.fromisoformat(prog["timestamp"].replace("Z", "+00:00")).timestamp()
             end = start + prog["durationMs"]["triggerExecution"] / 1000
-            offsets = {p: off for (t, p), off in _end_offsets(prog).items() if t == rep}
+            offsets = {p: off for (t, p), off in end_offsets(prog).items() if t == rep}
             commits.append((end - now_wall + now_mono, offsets))
     finally:
         tail.close()
@@ -251,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     from streamtable.runtime.spark import get_spark
 
     t_all = time.monotonic()
-    data = bench_joins._inputs(args.quick)
+    data = bench_joins._inputs(args.quick, by_tailnum=False)
     del data["weather"]
     sizes = {k: len(v) for k, v in data.items()}
     n = sizes["flights"] + sizes["planes"]
@@ -318,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
                         )
                         r = _run_streamtable(topology, bs, [flights, topics["planes"]], count, tmp)
                     else:
-                        r = bench_joins._run_kstreams(
+                        r = bench_run.run_kstreams(
                             "flights-carrier-seats",
                             {"flights": flights, "planes": topics["planes"], "output": out[engine]},
                             [flights, topics["planes"]],

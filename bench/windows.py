@@ -37,7 +37,6 @@ import struct
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -50,7 +49,6 @@ log = logging.getLogger("bench.windows")
 
 TARGET_RATIO_MIN = 1.0  # streamtable records/s over Kafka Streams records/s (the issue's target)
 PARTITIONS = 3
-CATCH_UP_TIMEOUT_S = bench_run.CATCH_UP_TIMEOUT_S
 BENCHMARKS = ("flights_updates", "flights_final", "synthetic_updates", "synthetic_final")
 
 FLIGHTS_SIZE_MS = 3_600_000
@@ -226,57 +224,6 @@ def _compare(st: dict, ks: dict, final: bool, values: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- runs
 
 
-def _run_kstreams(
-    reference: str,
-    params: dict[str, str],
-    inputs: list[str],
-    bs: str,
-    tmp: Path,
-    tag: str,
-    config: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    from streamtable.reference.kafka_streams import run_reference
-
-    app_id = f"bench-{tag}-{uuid.uuid4().hex[:6]}"
-    metrics_file = Path(tempfile.mkdtemp(prefix=f"{app_id}-m-", dir=tmp)) / "metrics.json"
-    r = run_reference(
-        reference,
-        bootstrap_servers=bs,
-        application_id=app_id,
-        params={**params, "metrics_file": str(metrics_file)},
-        input_topics=inputs,
-        state_dir=tempfile.mkdtemp(prefix=f"{app_id}-", dir=tmp),
-        timeout_s=CATCH_UP_TIMEOUT_S,
-        config=config,
-    )
-    total, startup = float(r["seconds"]), float(r["startup_seconds"])
-    try:
-        dropped = json.loads(metrics_file.read_text())["dropped-records-total"]
-    except (OSError, ValueError, KeyError):
-        dropped = None
-    return {
-        "total_s": round(total, 3),
-        "startup_s": round(startup, 3),
-        "processing_s": round(total - startup, 3),
-        "records_in": int(r["records_in"]),
-        "dropped_records_total": dropped,
-    }
-
-
-def _run_streamtable(spark: Any, topology: Any, bs: str, n: int, tmp: Path, tag: str) -> dict:
-    r = bench_run._run_streamtable(
-        spark, bs, topology, f"bench-{tag}-{uuid.uuid4().hex[:6]}", "", n, tmp
-    )
-    total, startup = float(r["processing_s"]), float(r["start_call_s"])
-    return {
-        "total_s": round(total, 3),
-        "startup_s": round(startup, 3),
-        "processing_s": round(total - startup, 3),
-        "batches": r["batches"],
-        "dropped_records": r["dropped_records"],
-    }
-
-
 def _spec(bench: str, topics: dict[str, str], flights_agg: str) -> tuple[str, dict, Any, str]:
     """(Java topology, its params without ``output``, twin(output) -> Topology, value kind)."""
     from streamtable.reference import twins
@@ -359,10 +306,12 @@ def bench_windows(
             ).start()
             try:
                 if engine == "streamtable":
-                    r = _run_streamtable(spark, twin(out[engine]), bs, n, tmp, tag)
+                    r = bench_run.run_twin(spark, twin(out[engine]), bs, n, tmp, tag)
                 else:
                     ks_params = {**params, "output": out[engine], "store": ks_engines[engine]}
-                    r = _run_kstreams(reference, ks_params, [src], bs, tmp, tag, kstreams_config)
+                    r = bench_run.run_kstreams(
+                        reference, ks_params, [src], bs, tmp, tag, kstreams_config, metrics=True
+                    )
             finally:
                 sampler.stop()
             r["memory"] = sampler.figures()
