@@ -110,6 +110,42 @@ def test_a_zombie_task_is_fenced(kafka_broker, topic_name):
     assert [v for _, v, _ in read_topic(bs, out_topic)] == [b"retry"]
 
 
+def test_a_task_fenced_while_it_writes_fails_with_an_error_that_re_runs_the_batch(
+    kafka_broker, topic_name
+):
+    """A task whose producer a newer attempt of the same task fenced mid-batch learns it from
+    ``produce`` as a bare ``_FATAL``. That is a fencing (the batch is re-run, the zombie
+    writes nothing), not a record the broker rejected, which would stop the application.
+    """
+    import time
+
+    import pytest
+
+    from streamtable.errors import StreamsError
+    from streamtable.runtime.query_errors import is_transient
+
+    bs = kafka_broker.bootstrap_servers
+    out_topic = topic_name("out")
+    app = f"fenced-{topic_name('app')}"
+    ensure_topics(bs, {out_topic: 1, marker_topic(app): 1})
+    spec = OutputSpec(app, "q.sink", {"bootstrap.servers": bs}, guarantee="exactly_once_v2")
+    zombie = TaskOutput(spec, TaskCoordinates(0, 0, "q"))
+    zombie.produce(out_topic, b"k", b"zombie")
+    retry = TaskOutput(spec, TaskCoordinates(0, 0, "q"))
+    retry.produce(out_topic, b"k", b"retry")  # the same transactional id: the zombie is fenced
+    deadline = time.monotonic() + 60
+    with pytest.raises(StreamsError) as failed:
+        while time.monotonic() < deadline:  # until its background thread learns of the fencing
+            zombie.produce(out_topic, b"k", b"zombie")
+            time.sleep(0.05)
+    zombie.abort()
+    assert "'q.sink'" in str(failed.value)
+    assert "fenced by a newer instance" in str(failed.value), failed.value
+    assert is_transient(failed.value)
+    retry.close()
+    assert [v for _, v, _ in read_topic(bs, out_topic)] == [b"retry"]
+
+
 def test_a_restart_fences_the_transactional_ids_the_last_start_recorded(
     kafka_broker, spark, topic_name, app_config
 ):

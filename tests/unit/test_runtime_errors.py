@@ -79,6 +79,8 @@ def test_producer_fatal_errors_re_run_the_batch_fenced_or_not():
     fatal error, both make the query restart from its checkpoint (exactly once: the batch's
     transaction was not committed); other producer errors do not.
     """
+    from confluent_kafka import KafkaError, KafkaException
+
     from streamtable.config import StreamsConfig
     from streamtable.runtime.kafka_streams import is_transient
     from streamtable.runtime.task_output import _fatal, output_spec
@@ -96,10 +98,18 @@ def test_producer_fatal_errors_re_run_the_batch_fenced_or_not():
     except SystemError as e:
         fenced = _fatal(spec, e)
     bare = _fatal(spec, SystemError("<method 'flush'> returned NULL without setting an exception"))
+    # what produce() raises once the producer failed fatally in its background thread
+    unnamed = _fatal(
+        spec,
+        KafkaException(
+            KafkaError(KafkaError._FATAL, "Unable to produce message: Local: Fatal error")
+        ),
+    )
     other = _fatal(spec, RuntimeError("Broker: Message size too large"))
     assert "fenced by a newer instance" in str(fenced) and is_transient(fenced)
     assert "producer in a fatal state" in str(bare) and is_transient(bare)
     assert "'q.sink'" in str(bare)
+    assert "producer in a fatal state" in str(unnamed) and is_transient(unnamed)
     assert not is_transient(other)
 
 

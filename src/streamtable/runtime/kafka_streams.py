@@ -38,11 +38,12 @@ from streamtable.runtime.kafka_admin import KafkaAdmin
 from streamtable.runtime.kafka_sink import ForeachBatchSink
 from streamtable.runtime.metrics import Metric, application_metrics
 from streamtable.runtime.progress import ProgressLedger, caught_up, end_offsets
+from streamtable.runtime.query_errors import headline, is_transient
 from streamtable.runtime.repartition_topics import RepartitionPurger, ensure_repartition_topics
 from streamtable.runtime.starting_offsets import pending_batch_records
 from streamtable.runtime.state_lock import StateDirLock
 from streamtable.runtime.state_partitions import fixed_partitions_notice, kept_partitions
-from streamtable.runtime.task_output import PRODUCER_FATAL, output_spec
+from streamtable.runtime.task_output import output_spec
 from streamtable.topology.topology import Topology
 
 log = logging.getLogger("streamtable")
@@ -52,42 +53,6 @@ REAL_TIME_MIN_BATCH_MS = 5000
 
 #: How long a reported failure waits for the uncaught exception handler to return, s.
 HANDLER_WAIT_S = 60.0
-
-#: Marks of Kafka errors that go away on their own (leader elections, coordinator moves, a
-#: broker restarting); Kafka Streams retries these for task.timeout.ms.
-_TRANSIENT = (
-    "org.apache.kafka.common.errors.TimeoutException",
-    "NotLeaderOrFollowerException",
-    "LeaderNotAvailableException",
-    "NotCoordinatorException",
-    "CoordinatorNotAvailableException",
-    "NetworkException",
-    "DisconnectException",
-    "Timed out waiting for a node assignment",
-    "_TRANSPORT",
-    "_TIMED_OUT",
-    "NOT_COORDINATOR",
-    "COORDINATOR_NOT_AVAILABLE",
-    "NOT_LEADER",
-    "LEADER_NOT_AVAILABLE",
-    # a zombie of an earlier run (or attempt) took a transactional id over: the batch is re-run
-    # with a new producer, which fences the zombie in turn (Kafka Streams' TaskMigrated)
-    "fenced by a newer instance",
-    "PRODUCER_FENCED",
-    PRODUCER_FATAL,
-)
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Whether a failed query's error is a transient Kafka error worth a restart.
-
-    >>> is_transient(RuntimeError("org.apache.kafka.common.errors.TimeoutException: x"))
-    True
-    >>> is_transient(RuntimeError("User code raised ZeroDivisionError"))
-    False
-    """
-    text = str(exc)
-    return any(mark in text for mark in _TRANSIENT) and "User code raised" not in text
 
 
 class State(str, Enum):
@@ -637,7 +602,7 @@ class KafkaStreams:
                 self.config.application_id,
                 self._plans[index].name,
                 self.config.task_timeout_ms,
-                str(exc).splitlines()[0][:300],
+                headline(exc),
             )
             try:
                 self._queries[index] = self._start_query(self._plans[index])

@@ -301,8 +301,23 @@ def _within(call: Callable[[], None], deadline_s: float) -> None:
 
 
 #: Said by :func:`_fatal` of a producer that failed fatally without naming why; the runtime
-#: re-runs the batch (see ``streamtable.runtime.kafka_streams.is_transient``).
+#: re-runs the batch (see ``streamtable.runtime.query_errors.is_transient``).
 PRODUCER_FATAL = "producer in a fatal state; the batch is re-run with a new producer"
+
+
+def _is_fatal(e: BaseException) -> bool:
+    """Whether ``e`` says the producer is in a fatal state (it accepts nothing any more).
+
+    That is an error flagged fatal, or ``_FATAL``, which ``produce`` raises once the
+    producer has failed fatally in its background thread (the flag stays with that first
+    error).
+    """
+    from confluent_kafka import KafkaError
+
+    err = e.args[0] if e.args else None
+    if not isinstance(err, KafkaError):
+        return False
+    return bool(err.fatal()) or err.code() == KafkaError._FATAL
 
 
 def _fatal(spec: OutputSpec, e: BaseException) -> StreamsError:
@@ -321,10 +336,11 @@ def _fatal(spec: OutputSpec, e: BaseException) -> StreamsError:
     text = " <- ".join(parts)
     if "FENCED" in text.upper():
         text += " (fenced by a newer instance)"
-    elif any(p.startswith("SystemError") for p in parts):
+    elif any(p.startswith("SystemError") for p in parts) or "code=_FATAL" in text:
         # after a fatal error confluent-kafka may raise a SystemError without its cause (e.g.
-        # "flush returned NULL without setting an exception"): the producer is unusable, the
-        # transaction is not committed, and a re-run with a new producer is exactly once
+        # "flush returned NULL without setting an exception"), or a bare _FATAL: the producer
+        # is unusable, the transaction is not committed, and a re-run with a new producer is
+        # exactly once
         text += f" ({PRODUCER_FATAL})"
     return StreamsError(f"The producer of output stage {spec.stage!r} failed: {text}")
 
@@ -565,9 +581,8 @@ class TaskOutput:
             except BufferError:
                 self._producer.poll(0.05)
             except KafkaException as e:
-                err = e.args[0] if e.args else None
-                if getattr(err, "fatal", lambda: False)():
-                    raise _fatal(self.spec, e) from e
+                if _is_fatal(e):
+                    raise self._fatal_with_cause(e) from e
                 self._reject(topic, str(e))
                 return
             except SystemError as e:  # confluent-kafka reports a fatal error this way
@@ -577,7 +592,28 @@ class TaskOutput:
             try:
                 self._producer.poll(0)
             except (SystemError, KafkaException) as e:
-                raise _fatal(self.spec, e) from e
+                raise self._fatal_with_cause(e) from e
+
+    def _fatal_with_cause(self, e: BaseException) -> StreamsError:
+        """The error of a producer found in a fatal state by ``e``; the producer is dropped.
+
+        ``produce`` of a producer that failed fatally in its background thread (fenced by a
+        newer instance with the same ``transactional.id``, say) only says ``_FATAL``
+        ("Local: Fatal error"); its next ``poll`` raises the error that made it fatal, which
+        the message then names. A kept at-least-once producer is forgotten, so that the re-run
+        creates a new one.
+        """
+        from confluent_kafka import KafkaException
+
+        producer = self._producer
+        for key, kept in list(_plain_producers.items()):
+            if kept is producer:
+                del _plain_producers[key]
+        try:
+            producer.poll(0)
+        except (KafkaException, SystemError) as cause:
+            return _fatal(self.spec, cause)
+        return _fatal(self.spec, e)
 
     def _reject(self, topic: str, error: str) -> None:
         if self.spec.production_handler == "continue":
