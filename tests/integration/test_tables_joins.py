@@ -124,6 +124,43 @@ def test_table_table_join_final_table(
     assert final_table(read_topic(bs, out)) == want
 
 
+def test_string_tables_join_without_a_python_source_stage(
+    kafka_broker, spark, topic_name, app_config
+):
+    """String and Bytes serdes accept any bytes, so the tables' raw records go straight to
+    the join's pack: no Python stage deserializes them first. The results are as with one:
+    invalid UTF-8 reaches the joiner replaced as Java's String deserializer does, and a
+    null-key record is dropped and counted (Kafka Streams' ``KTableSource``).
+    """
+    bs = kafka_broker.bootstrap_servers
+    lt, rt, out = topic_name("l"), topic_name("r"), topic_name("o")
+    ensure_topics(bs, {lt: 2, rt: 2, out: 1})
+    produce_records(bs, lt, [(b"k", b"bad \xff utf-8", 1), (None, b"no key", 2)])
+    produce_records(bs, rt, [rec("k", "r", 1)])
+    b = StreamsBuilder()
+    left = b.table(lt, key_serde=S, value_serde=S)
+    right = b.table(rt, key_serde=S, value_serde=S)
+    left.join(right, lambda lv, rv: f"{lv}|{rv}").to_stream().to(out, value_serde=S)
+    app = KafkaStreams(b.build(), app_config())
+    app.start()
+    try:
+        app.await_caught_up(timeout=timedelta(minutes=3))
+        (query,) = app.queries
+        plan = query._jsq.streamingQuery().lastExecution().analyzed().toString()
+        dropped = [
+            m.value
+            for m in app.metrics()["metrics"]
+            if m.name == "dropped-records-total" and m.tags.get("reason") == "null_key"
+        ]
+    finally:
+        app.close()
+    # the only record stage encodes the join's results for the sink
+    assert plan.count("RecordStage(") == 1, plan
+    assert plan.count("KernelPack(") == 2, plan
+    assert final_table(read_topic(bs, out)) == {"k": "bad \ufffd utf-8|r"}
+    assert dropped == [1]
+
+
 def test_stream_table_join_is_temporal(kafka_broker, spark, topic_name, app_config):
     bs = kafka_broker.bootstrap_servers
     st, tt, out, lout = (topic_name(t) for t in ("s", "t", "o", "lo"))

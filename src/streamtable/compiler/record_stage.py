@@ -71,7 +71,7 @@ VALUE_CHANGING = {
 _RECORD_TIMESTAMP = (RecordTimestamp, LogAndSkipOnInvalidTimestamp, FailOnInvalidTimestamp)
 
 
-def _accepts_any_bytes(codec: Codec) -> bool:
+def accepts_any_bytes(codec: Codec) -> bool:
     """Whether ``codec``'s serde deserializes any bytes (String replaces invalid UTF-8 as
     Java does; Bytes takes them as they are), so validating with it is never needed.
     """
@@ -223,12 +223,12 @@ class RecordStage:
         # a source stage deserializes key and value to validate them (Kafka Streams' source
         # node deserializes both), unless the serde accepts any bytes
         validate = self.source_errors is not None
-        needs_key = needs_key or (validate and not _accepts_any_bytes(self.in_key))
+        needs_key = needs_key or (validate and not accepts_any_bytes(self.in_key))
         key_changed = bool(kinds & KEY_CHANGING)
         value_changed = bool(kinds & VALUE_CHANGING)
         needs_value = bool(self.ops) or self.timestamp_extractor is not None
         needs_value = needs_value or self.partitioner is not None or self.in_value != self.out_value
-        needs_value = needs_value or (validate and not _accepts_any_bytes(self.in_value))
+        needs_value = needs_value or (validate and not accepts_any_bytes(self.in_value))
         writer = None if self.dead_letters is None else DeadLetterWriter(self.dead_letters)
         letters: list[DeadLetter] = []
         slot: str | None = None

@@ -108,19 +108,6 @@ def encode_column(dtype: T.DataType, typed: Column) -> tuple[Column, Codec] | No
     return None
 
 
-def _natively_valid(ctx: CompileContext, frame: Frame) -> bool:
-    """Raw topic bytes that need no Python source stage: serdes that accept any bytes, the
-    record timestamp as it is, and no invalid-timestamp check to run.
-    """
-    src = frame.pending_source
-    assert src is not None
-    return (
-        all(_serde_kind(c) in ("string", "bytes") for c in (frame.key_codec, frame.value_codec))
-        and src.timestamp_extractor is None
-        and ctx.config.invalid_timestamp_policy != "fail"
-    )
-
-
 def _why_not(codec: Codec) -> str:
     serde = codec.serde()
     if serde is None:
@@ -211,12 +198,9 @@ def run_columns(
         expression.
     """
     if base.pending_source is not None:
-        if _natively_valid(ctx, base):
-            base = base.with_(pending_source=None)
-        else:
-            from streamtable.compiler.lower.record_ops import validated
+        from streamtable.compiler.lower.record_ops import validated
 
-            base = validated(ctx, base)
+        base = validated(ctx, base)  # raw strings and bytes as they are; else a Python stage
     cfg = ctx.config
     if cfg.processing_exception_handler == "log_and_continue" or cfg.dead_letter_queue_topic:
         log.warning(

@@ -8,7 +8,13 @@ from streamtable.compiler.codecs import Codec, PickleCodec
 from streamtable.compiler.dead_letters import DESERIALIZATION, PROCESSING, DeadLetterSpec
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.compiler.metrics import count_and_drop
-from streamtable.compiler.record_stage import KEY_CHANGING, VALUE_CHANGING, RecordStage, StageOp
+from streamtable.compiler.record_stage import (
+    KEY_CHANGING,
+    VALUE_CHANGING,
+    RecordStage,
+    StageOp,
+    accepts_any_bytes,
+)
 from streamtable.dsl.timestamps import policy_of
 from streamtable.topology.nodes import RecordOpKind, RecordOpNode
 
@@ -181,10 +187,33 @@ def _dead_letter_spec(
 
 
 def validated(ctx: CompileContext, frame: Frame) -> Frame:
-    """``frame`` with raw topic data deserialized once (bad records caught), else unchanged."""
+    """``frame`` with raw topic data deserialized once (bad records caught), else unchanged.
+
+    Raw data that :func:`natively_valid` finds valid as it is skips the Python stage: its
+    deserialization could reject nothing.
+    """
     if frame.pending_source is None:
         return frame
+    if natively_valid(ctx, frame):
+        return frame.with_(pending_source=None)
     return run_stage(ctx, frame, ())
+
+
+def natively_valid(ctx: CompileContext, frame: Frame) -> bool:
+    """Whether raw topic data needs no Python source stage to be valid: serdes that accept any
+    bytes (String replaces invalid UTF-8 as Java's does; Bytes takes them as they are), the
+    record timestamp as it is (no extractor), and no invalid-timestamp check to run (a
+    negative record timestamp is left to the windowed aggregations unless the policy is
+    ``fail``).
+    """
+    src = frame.pending_source
+    return (
+        src is not None
+        and accepts_any_bytes(frame.key_codec)
+        and accepts_any_bytes(frame.value_codec)
+        and src.timestamp_extractor is None
+        and ctx.config.invalid_timestamp_policy != "fail"
+    )
 
 
 def convert(ctx: CompileContext, frame: Frame, key: Codec | None, value: Codec | None) -> Frame:
