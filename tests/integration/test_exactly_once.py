@@ -89,17 +89,24 @@ def test_a_replayed_batch_is_not_written_again(kafka_broker, topic_name):
     assert values == [1, 2, 3, 4, 5]
 
 
-def test_a_zombie_task_is_fenced(kafka_broker, topic_name):
-    """A second attempt of the same task fences the first: the zombie cannot commit."""
-    bs = kafka_broker.bootstrap_servers
+def _zombie_and_retry(bs, topic_name, app):
+    """Two attempts of one task (the same transactional id), each with one record written:
+    the second's producer fenced the first's. Returns (output topic, zombie, retry).
+    """
     out_topic = topic_name("out")
-    app = f"zombie-{topic_name('app')}"
     ensure_topics(bs, {out_topic: 1, marker_topic(app): 1})
     spec = OutputSpec(app, "q.sink", {"bootstrap.servers": bs}, guarantee="exactly_once_v2")
     zombie = TaskOutput(spec, TaskCoordinates(0, 0, "q"))
     zombie.produce(out_topic, b"k", b"zombie")
     retry = TaskOutput(spec, TaskCoordinates(0, 0, "q"))
     retry.produce(out_topic, b"k", b"retry")
+    return out_topic, zombie, retry
+
+
+def test_a_zombie_task_is_fenced(kafka_broker, topic_name):
+    """A second attempt of the same task fences the first: the zombie cannot commit."""
+    bs = kafka_broker.bootstrap_servers
+    out_topic, zombie, retry = _zombie_and_retry(bs, topic_name, f"zombie-{topic_name('app')}")
     retry.close()
     import pytest
 
@@ -125,14 +132,7 @@ def test_a_task_fenced_while_it_writes_fails_with_an_error_that_re_runs_the_batc
     from streamtable.runtime.query_errors import is_transient
 
     bs = kafka_broker.bootstrap_servers
-    out_topic = topic_name("out")
-    app = f"fenced-{topic_name('app')}"
-    ensure_topics(bs, {out_topic: 1, marker_topic(app): 1})
-    spec = OutputSpec(app, "q.sink", {"bootstrap.servers": bs}, guarantee="exactly_once_v2")
-    zombie = TaskOutput(spec, TaskCoordinates(0, 0, "q"))
-    zombie.produce(out_topic, b"k", b"zombie")
-    retry = TaskOutput(spec, TaskCoordinates(0, 0, "q"))
-    retry.produce(out_topic, b"k", b"retry")  # the same transactional id: the zombie is fenced
+    out_topic, zombie, retry = _zombie_and_retry(bs, topic_name, f"fenced-{topic_name('app')}")
     deadline = time.monotonic() + 60
     with pytest.raises(StreamsError) as failed:
         while time.monotonic() < deadline:  # until its background thread learns of the fencing
