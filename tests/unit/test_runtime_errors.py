@@ -206,3 +206,45 @@ def test_a_failure_surfaces_only_after_the_uncaught_exception_handler_has_return
     reporter.join(30)
     assert [step for step, _ in order] == ["handler returned", "raised"]
     assert "boom" in order[1][1]
+
+
+@pytest.mark.parametrize(
+    ("cause", "transient"),
+    [("_FENCED", True), ("CLUSTER_AUTHORIZATION_FAILED", False)],
+)
+def test_a_producer_found_fatal_by_produce_is_named_by_its_cause_and_forgotten(
+    monkeypatch, cause, transient
+):
+    """``produce`` of a producer that failed fatally raises only ``_FATAL``; the error names
+    what the next ``poll`` raises. Fenced, the batch is re-run; another fatal error stops the
+    application. Either way the kept producer is forgotten, so a re-run starts a new one.
+    """
+    from confluent_kafka import KafkaError, KafkaException
+
+    from streamtable.config import StreamsConfig
+    from streamtable.errors import StreamsError
+    from streamtable.runtime import task_output
+    from streamtable.runtime.query_errors import is_transient
+
+    spec = task_output.output_spec(
+        StreamsConfig.from_mapping({"application.id": "a", "bootstrap.servers": "x:1"}), "q.sink"
+    )
+    code = getattr(KafkaError, cause)
+
+    class FatalProducer:
+        def produce(self, topic, **kwargs):
+            raise KafkaException(KafkaError(KafkaError._FATAL, "Unable to produce message"))
+
+        def poll(self, timeout):
+            raise KafkaException(KafkaError(code, f"the {cause} that made it fatal", fatal=True))
+
+    producer = FatalProducer()
+    monkeypatch.setitem(task_output._plain_producers, (("kept", "1"),), producer)
+    monkeypatch.setattr(task_output.TaskOutput, "_plain_producer", lambda self: producer)
+    out = task_output.TaskOutput(spec, task_output.TaskCoordinates(0, 1, "q"))
+    with pytest.raises(StreamsError) as failed:
+        out.produce("t", b"k", b"v")
+    assert f"the {cause} that made it fatal" in str(failed.value)
+    assert "'q.sink'" in str(failed.value)
+    assert is_transient(failed.value) is transient
+    assert producer not in task_output._plain_producers.values()

@@ -336,7 +336,7 @@ def _fatal(spec: OutputSpec, e: BaseException) -> StreamsError:
     text = " <- ".join(parts)
     if "FENCED" in text.upper():
         text += " (fenced by a newer instance)"
-    elif any(p.startswith("SystemError") for p in parts) or "code=_FATAL" in text:
+    elif any(p.startswith("SystemError") for p in parts) or "code=_FATAL" in parts[0]:
         # after a fatal error confluent-kafka may raise a SystemError without its cause (e.g.
         # "flush returned NULL without setting an exception"), or a bare _FATAL: the producer
         # is unusable, the transaction is not committed, and a re-run with a new producer is
@@ -579,29 +579,36 @@ class TaskOutput:
                 self._producer.produce(topic, **kwargs)
                 break
             except BufferError:
-                self._producer.poll(0.05)
+                self._poll(0.05)
             except KafkaException as e:
                 if _is_fatal(e):
                     raise self._fatal_with_cause(e) from e
                 self._reject(topic, str(e))
                 return
             except SystemError as e:  # confluent-kafka reports a fatal error this way
-                raise _fatal(self.spec, e) from e
+                raise self._fatal_with_cause(e) from e
         self.produced += 1
         if self.produced % 10000 == 0:
-            try:
-                self._producer.poll(0)
-            except (SystemError, KafkaException) as e:
-                raise self._fatal_with_cause(e) from e
+            self._poll(0)
+
+    def _poll(self, timeout_s: float) -> None:
+        """Serve the producer's callbacks; what it raises there is a fatal error."""
+        from confluent_kafka import KafkaException
+
+        try:
+            self._producer.poll(timeout_s)
+        except (SystemError, KafkaException) as e:
+            raise self._fatal_with_cause(e) from e
 
     def _fatal_with_cause(self, e: BaseException) -> StreamsError:
-        """The error of a producer found in a fatal state by ``e``; the producer is dropped.
+        """The error of a producer found in a fatal state by ``e``.
 
         ``produce`` of a producer that failed fatally in its background thread (fenced by a
         newer instance with the same ``transactional.id``, say) only says ``_FATAL``
         ("Local: Fatal error"); its next ``poll`` raises the error that made it fatal, which
         the message then names. A kept at-least-once producer is forgotten, so that the re-run
-        creates a new one.
+        creates a new one; a transactional one is out of the cache while its task runs, and
+        the task's :meth:`abort` lets it go.
         """
         from confluent_kafka import KafkaException
 
@@ -612,6 +619,8 @@ class TaskOutput:
         try:
             producer.poll(0)
         except (KafkaException, SystemError) as cause:
+            if isinstance(e, KafkaException):
+                cause.__context__ = None  # the named error stands for the bare _FATAL
             return _fatal(self.spec, cause)
         return _fatal(self.spec, e)
 
@@ -651,7 +660,10 @@ class TaskOutput:
         spec = self.spec
         timeout_s = spec.timeout_ms / 1000.0
         if not spec.exactly_once or spec.capture_dir is not None:
-            remaining = self._producer.flush(timeout_s)
+            try:
+                remaining = self._producer.flush(timeout_s)
+            except (SystemError, KafkaException) as e:
+                raise self._fatal_with_cause(e) from e
             if remaining:
                 raise StreamsError(
                     f"{remaining} records to Kafka were not delivered within {timeout_s:g} s."
@@ -665,7 +677,7 @@ class TaskOutput:
             try:
                 remaining = self._producer.flush(timeout_s)
             except (SystemError, KafkaException) as e:
-                raise _fatal(self.spec, e) from e
+                raise self._fatal_with_cause(e) from e
             if remaining:
                 raise StreamsError(
                     f"{remaining} records to Kafka were not delivered within {timeout_s:g} s."

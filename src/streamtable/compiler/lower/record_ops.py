@@ -217,11 +217,13 @@ def natively_valid(ctx: CompileContext, frame: Frame) -> bool:
 
 
 def convert(ctx: CompileContext, frame: Frame, key: Codec | None, value: Codec | None) -> Frame:
-    """``frame`` re-encoded to the wanted codecs (``None``: keep), with a Python stage if needed."""
+    """``frame`` re-encoded to the wanted codecs (``None``: keep), with a Python stage if needed
+    (raw topic data in the wanted codecs that :func:`natively_valid` finds valid needs none).
+    """
     key_ok = key is None or frame.key_codec == key
     value_ok = value is None or frame.value_codec == value
-    if key_ok and value_ok and frame.pending_source is None:
-        return frame
+    if key_ok and value_ok:
+        return validated(ctx, frame)
     return run_stage(ctx, frame, (), want_key=key, want_value=value)
 
 
