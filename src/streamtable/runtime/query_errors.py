@@ -70,6 +70,19 @@ def headline(exc: BaseException, limit: int = 300) -> str:
     """
     body = str(exc).split("=== Streaming Query ===", 1)[0]
     lines = [line.strip() for line in body.splitlines() if line.strip()]
-    causes = [line for line in lines if _EXCEPTION_LINE.match(line)]
-    line = causes[-1] if causes else (lines[0] if lines else type(exc).__name__)
+    line = last_exception_line(body) or (lines[0] if lines else type(exc).__name__)
     return line[:limit]
+
+
+def last_exception_line(text: str) -> str | None:
+    r"""The last exception line (``module.Name: message``) of ``text``, stripped; ``None``
+    when it has none.
+
+    >>> last_exception_line("Traceback (most recent call last):\n  File \"x.py\"\n"
+    ...                     "ValueError: bad\nstreamtable.errors.StreamsError: worse\ndone")
+    'streamtable.errors.StreamsError: worse'
+    >>> last_exception_line("all fine") is None
+    True
+    """
+    found = [line.strip() for line in text.splitlines() if _EXCEPTION_LINE.match(line.strip())]
+    return found[-1] if found else None

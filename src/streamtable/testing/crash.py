@@ -164,8 +164,15 @@ class _App:
             self._log.close()
 
     def tail(self, n: int = 30) -> str:
-        lines = self.log_path.read_text(errors="replace").splitlines()
-        return "\n".join(lines[-n:])
+        """The log's last error line (its cause, which a long traceback pushes out of the
+        tail), then its last ``n`` lines.
+        """
+        from streamtable.runtime.query_errors import last_exception_line
+
+        text = self.log_path.read_text(errors="replace")
+        cause = last_exception_line(text)
+        lines = text.splitlines()[-n:]
+        return "\n".join(([f"last error: {cause}"] if cause else []) + lines)
 
 
 def kill_process_tree(proc: subprocess.Popen[Any]) -> None:
