@@ -244,13 +244,18 @@ def run_twin(spark: Any, topology: Any, bs: str, n: int, tmp: Path, tag: str) ->
     start-up (the ``start()`` call) and processing, as :func:`run_kstreams` splits Kafka
     Streams'."""
     r = _run_streamtable(spark, bs, topology, f"bench-{tag}-{uuid.uuid4().hex[:6]}", "", n, tmp)
+    return {**startup_split(r), "dropped_records": r["dropped_records"]}
+
+
+def startup_split(r: dict[str, Any]) -> dict[str, Any]:
+    """A Spark run's total, start-up (the ``start()`` call) and processing seconds, and its
+    batches."""
     total, startup = float(r["processing_s"]), float(r["start_call_s"])
     return {
         "total_s": round(total, 3),
         "startup_s": round(startup, 3),
         "processing_s": round(total - startup, 3),
         "batches": r["batches"],
-        "dropped_records": r["dropped_records"],
     }
 
 

@@ -186,13 +186,7 @@ def _run_spark(spark: Any, engine: str, bs: str, out_topic: str, n: int, tmp: Pa
     else:
         build = bench_run.plain_wordcount(bs, IN_TOPIC, out_topic)
         r = bench_run._run_plain(spark, tag.replace("-", "_"), build, IN_TOPIC, n, bs, tmp)
-    total, startup = float(r["processing_s"]), float(r["start_call_s"])
-    return {
-        "total_s": round(total, 3),
-        "startup_s": round(startup, 3),
-        "processing_s": round(total - startup, 3),
-        "batches": r["batches"],
-    }
+    return bench_run.startup_split(r)
 
 
 def run_engine(spark: Any, engine: str, bs: str, out_topic: str, n: int, tmp: Path) -> dict:
