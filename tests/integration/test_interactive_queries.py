@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import pytest
 
-from _support import end_position, ensure_topics, produce_records
+from _support import end_position, ensure_topics, produce_records, read_topic
 from streamtable import (
     KafkaStreams,
     Position,
@@ -142,6 +142,89 @@ def test_named_stores_answer_queries_while_the_application_runs(
         [f"{app.config.application_id}-{s}-changelog" for s in ("click-counts", "profiles")]
     )
     assert set(changelogs.values()) == {2}, changelogs  # one partition per input partition
+
+
+def _records_by_partition(bootstrap_servers, topic):
+    """``{partition: [(key, value, ts)]}`` of ``topic``'s committed records."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    partitions = KafkaAdmin(bootstrap_servers).topic_partitions([topic])[topic]
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap_servers,
+            "group.id": f"reader-{topic}",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        out = {}
+        for p in range(partitions):
+            end = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+            consumer.assign([TopicPartition(topic, p, 0)])
+            records = out.setdefault(p, [])
+            while consumer.position([TopicPartition(topic, p)])[0].offset < end:
+                for m in consumer.consume(num_messages=1000, timeout=0.5):
+                    if not m.error():
+                        records.append((m.key(), m.value(), m.timestamp()[1]))
+        return out
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once_v2"])
+def test_a_count_of_a_string_topic_writes_its_changelog_with_the_sink_and_no_python(
+    kafka_broker, spark, topic_name, app_config, guarantee
+):
+    """A native count whose updates go straight to a sink: the sink's producer writes the
+    store's changelog beside the output (no Python stage writes it), and the raw String records
+    reach the count without a Python stage either. The changelog is Kafka Streams': every
+    key's latest count as an 8-byte Long in the key's murmur2 partition (under exactly-once
+    with the update's record timestamp); the store answers from it; null keys and values are
+    not counted.
+    """
+    from streamtable.serde.murmur2 import default_partition
+
+    bs = kafka_broker.bootstrap_servers
+    src, out = topic_name("words"), topic_name("counts")
+    ensure_topics(bs, {src: 2, out: 1})
+    rows = [(f"w{i % 5}".encode(), b"x", 1_000 + i) for i in range(40)]
+    produce_records(bs, src, [*rows, (b"w0", None, 2_000), (None, b"x", 2_001)])
+    b = StreamsBuilder()
+    b.stream(src, key_serde=S, value_serde=S).group_by_key().count(name="counts").to_stream().to(
+        out, key_serde=S, value_serde=L
+    )
+    config = app_config(**{"processing.guarantee": guarantee})
+    app = KafkaStreams(b.build(), config)
+    app.start()
+    try:
+        app.await_caught_up(timeout=timedelta(minutes=3))
+        (query,) = app.queries
+        plan = query._jsq.streamingQuery().lastExecution().analyzed().toString()
+        counts = app.store(StoreQueryParameters.from_name_and_type("counts", KV))
+        stored = counts.all()
+    finally:
+        app.close()
+    assert "MapInArrow" not in plan and "PythonUDF" not in plan, plan
+    want = {f"w{i}": 8 for i in range(5)}
+    assert stored == sorted(want.items())
+    latest_ts = {f"w{i}": max(ts for k, _, ts in rows if k == f"w{i}".encode()) for i in range(5)}
+
+    changelog = _records_by_partition(bs, f"{config['application.id']}-counts-changelog")
+    assert len(changelog) == 2
+    final = {}
+    for partition, records in changelog.items():
+        for key, value, ts in records:
+            assert partition == default_partition(key, 2), (key, partition)
+            final[key.decode()] = struct.unpack(">q", value)[0]
+            if guarantee == "exactly_once_v2":
+                assert ts <= latest_ts[key.decode()]
+    assert final == want
+    if guarantee == "exactly_once_v2":
+        last = {k.decode(): ts for records in changelog.values() for k, _, ts in records}
+        assert last == latest_ts
+    outputs = {k.decode(): struct.unpack(">q", v)[0] for k, v, _ in read_topic(bs, out)}
+    assert outputs == want
 
 
 def test_a_changelog_topic_with_another_partition_count_is_refused_with_the_reset_command(

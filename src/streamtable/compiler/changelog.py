@@ -15,6 +15,10 @@ Records are partitioned by murmur2 of the key, like Java's producer. Under ``exa
 each task's changelog records are one Kafka transaction per micro-batch
 (:mod:`streamtable.runtime.task_output`); ``read_committed`` readers see each batch whole or
 not at all.
+
+When the rows are already the changelog's bytes (a native count, or values in the store's
+serde) and go straight to a Kafka sink, the sink writes the changelog rows itself and the stage
+is left out (:class:`streamtable.compiler.frame.FusedChangelog`).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from streamtable.compiler.codecs import Codec, SerdeCodec
+from streamtable.compiler.frame import FusedChangelog
 from streamtable.errors import StreamsError
 from streamtable.runtime.task_output import OutputSpec, TaskOutput
 
@@ -267,7 +272,18 @@ def _with_changelog(
         return frame
     spec = ctx.output_spec(f"changelog-{store}")
     writer = ChangelogWriter(info.topic, frame.value_codec, info.value_serde, spec, key_suffix)
-    return frame.with_(df=frame.df.mapInArrow(writer, frame.df.schema))
+    staged = frame.with_(df=frame.df.mapInArrow(writer, frame.df.schema))
+    if key_suffix or not _bytes_as_they_are(frame.value_codec, info.value_serde):
+        return staged
+    return staged.with_(fused_changelog=FusedChangelog(frame.df, info.topic))
+
+
+def _bytes_as_they_are(codec: Codec, value_serde: Serde) -> bool:
+    """Whether the changelog's values are the ``value`` column as Spark can write it:
+    a native count (Kafka's ``Long``, as :meth:`ChangelogWriter.encode` writes it) or bytes
+    already in the store's value serde.
+    """
+    return codec.native_long or (isinstance(codec, SerdeCodec) and codec.serde() == value_serde)
 
 
 def register_changelog(

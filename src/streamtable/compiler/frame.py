@@ -33,6 +33,9 @@ class Frame:
         An aggregation is upstream: the query runs in update output mode.
     pending_source : SourceNode or None
         The columns are still raw topic bytes nobody has deserialized (and so validated).
+    fused_changelog : FusedChangelog or None
+        ``df`` ends with a store's changelog stage that a Kafka sink taking these rows as they
+        are can replace with changelog rows of its own (see :class:`FusedChangelog`).
     """
 
     df: DataFrame
@@ -40,10 +43,37 @@ class Frame:
     value_codec: Codec
     stateful: bool = False
     pending_source: SourceNode | None = None
+    fused_changelog: FusedChangelog | None = None
 
     def with_(self, **changes: Any) -> Frame:
-        """A copy with some fields changed."""
+        """A copy with some fields changed; a derived frame no longer offers the fusion of its
+        changelog stage unless ``fused_changelog`` is given again.
+        """
+        changes.setdefault("fused_changelog", None)
         return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class FusedChangelog:
+    """A store's changelog that a Kafka sink right after the store can write itself.
+
+    A :class:`Frame` whose rows are a key-value store's updates ends with a Python stage that
+    produces each row to the store's changelog and passes it on unchanged
+    (:class:`streamtable.compiler.changelog.ChangelogWriter`). When the store's keys and values
+    are already its changelog's bytes (or a native count: Kafka's ``Long``), a sink that writes
+    the rows without changing them writes one changelog row per update beside each output row
+    instead, with no Python stage (:func:`streamtable.compiler.lower.sink.sink_frame`).
+
+    Attributes
+    ----------
+    df : DataFrame
+        The rows before the changelog stage (the same rows the stage passes on).
+    topic : str
+        The changelog topic.
+    """
+
+    df: DataFrame
+    topic: str
 
 
 #: The kinds of store a :class:`StoreLocation` holds (Kafka Streams' store types).

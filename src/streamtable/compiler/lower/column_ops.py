@@ -33,6 +33,7 @@ from pyspark.sql import types as T
 from streamtable.columns import is_column_expression, resolve_column
 from streamtable.compiler.codecs import Codec, PresenceCodec, SerdeCodec
 from streamtable.compiler.frame import CompileContext, Frame
+from streamtable.compiler.lower.record_ops import presence
 from streamtable.compiler.record_stage import StageOp
 from streamtable.errors import TopologyError
 from streamtable.serde import Serdes
@@ -255,13 +256,13 @@ def _output(
     op = run.changed_by.get(name)
     if op is None:  # unchanged: its bytes as they came, unless the consumer wants presence
         if isinstance(want, PresenceCodec) and codec != want:
-            return _presence(F.col(data)), want
+            return presence(F.col(data)), want
         return F.col(data), codec
     field = run.df.schema[name]
     dtype = field.dataType
     typed = F.col(name)
     if isinstance(want, PresenceCodec):
-        return (_presence(typed) if field.nullable else F.lit(b"")), want
+        return (presence(typed) if field.nullable else F.lit(b"")), want
     if want is not None and want.native_long and isinstance(dtype, T.LongType):
         return typed, want
     encoded = encode_column(dtype, typed)
@@ -272,8 +273,3 @@ def _output(
             f"must be {_RESULT_TYPES} (cast it, e.g. .cast('string'))",
         )
     return encoded
-
-
-def _presence(c: Column) -> Column:
-    """:class:`PresenceCodec` bytes: ``b""`` for a value, null for ``NULL``."""
-    return F.when(c.isNull(), F.lit(None).cast("binary")).otherwise(F.lit(b""))

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from streamtable.compiler.codecs import Codec, PickleCodec
+from streamtable.compiler.codecs import Codec, PickleCodec, PresenceCodec
 from streamtable.compiler.dead_letters import DESERIALIZATION, PROCESSING, DeadLetterSpec
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.compiler.metrics import count_and_drop
@@ -218,13 +219,23 @@ def natively_valid(ctx: CompileContext, frame: Frame) -> bool:
 
 def convert(ctx: CompileContext, frame: Frame, key: Codec | None, value: Codec | None) -> Frame:
     """``frame`` re-encoded to the wanted codecs (``None``: keep), with a Python stage if needed
-    (raw topic data in the wanted codecs that :func:`natively_valid` finds valid needs none).
+    (raw topic data in the wanted codecs that :func:`natively_valid` finds valid needs none,
+    nor such data going to a native ``count``, which only reads whether values are null).
     """
     key_ok = key is None or frame.key_codec == key
     value_ok = value is None or frame.value_codec == value
     if key_ok and value_ok:
         return validated(ctx, frame)
+    if key_ok and isinstance(value, PresenceCodec) and natively_valid(ctx, frame):
+        # a count of raw String or Bytes records: whether a value is null is all it reads
+        df = frame.df.withColumn("value", presence(F.col("value")))
+        return frame.with_(df=df, value_codec=value, pending_source=None)
     return run_stage(ctx, frame, (), want_key=key, want_value=value)
+
+
+def presence(c: Column) -> Column:
+    """:class:`PresenceCodec` bytes of column ``c``: ``b""`` for a value, null for ``NULL``."""
+    return F.when(c.isNull(), F.lit(None).cast("binary")).otherwise(F.lit(b""))
 
 
 def chain_of(graph_nodes: dict, node: RecordOpNode) -> list[RecordOpNode]:

@@ -69,30 +69,42 @@ ORDER_COLUMNS = ("_order_partition", "_order_offset", "_order_seq")
 def sink_frame(
     node: SinkNode, frame: Frame, key: Codec, value: Codec, *, order_columns: bool = False
 ) -> DataFrame:
-    """The ``key, value, topic[, partition], ts, src`` rows a Kafka sink writes (``ts`` in ms)."""
-    cols = [F.col("key")]
+    """The ``key, value, topic[, partition], ts, src`` rows a Kafka sink writes (``ts`` in ms).
+
+    A frame that offers its changelog stage for fusion (``frame.fused_changelog``: the updates
+    of a store whose changelog bytes are its columns) is written without that stage: each
+    update becomes the sink's row and the changelog's row (``topic`` the changelog's; none
+    for a null key, which the stage skips too), so both reach Kafka through the sink's
+    producer, in the sink's transaction under exactly-once.
+    """
+    fused = frame.fused_changelog
+    df = frame.df if fused is None else fused.df
     if frame.value_codec.native_long:
         serde = value.serde()
         assert serde is not None and serde.kind == "long"
-        cols.append(long_to_bytes("value").alias("value"))
+        value_col = long_to_bytes("value").alias("value")
     else:
-        cols.append(F.col("value"))
-    cols.append(F.lit(node.topic).alias("topic"))
-    if "sink_partition" in frame.df.columns:
+        value_col = F.col("value")
+    cols = [F.col("key"), value_col, F.lit(node.topic).alias("topic")]
+    if "sink_partition" in df.columns:
         cols.append(F.col("sink_partition").alias("partition"))
-    cols.append(F.col("ts").alias(TIMESTAMP_COLUMN))
+    ts = F.col("ts").alias(TIMESTAMP_COLUMN)
     if frame.stateful:
-        cols.append(F.lit(None).cast("string").alias(SOURCE_SLOT_COLUMN))
+        src = F.lit(None).cast("string").alias(SOURCE_SLOT_COLUMN)
     else:  # a Spark task holds one source partition, but tasks are not numbered stably
-        cols.append(
-            F.concat_ws("-", F.col("topic"), F.col("partition").cast("string")).alias(
-                SOURCE_SLOT_COLUMN
-            )
+        src = F.concat_ws("-", F.col("topic"), F.col("partition").cast("string")).alias(
+            SOURCE_SLOT_COLUMN
         )
+    cols += [ts, src]
+    if fused is not None:
+        assert not order_columns and "sink_partition" not in df.columns
+        changelog = F.struct(F.col("key"), value_col, F.lit(fused.topic).alias("topic"), ts, src)
+        both = F.array(F.struct(*cols), F.when(F.col("key").isNotNull(), changelog))
+        return df.select(F.inline(both)).where(F.col("topic").isNotNull())
     if order_columns:
         for name, col in zip(ORDER_COLUMNS, ("partition", "offset", "seq"), strict=True):
             cols.append(F.col(col).alias(name))
-    return frame.df.select(*cols)
+    return df.select(*cols)
 
 
 def native_long_ok(frame: Frame, value: Codec) -> bool:
