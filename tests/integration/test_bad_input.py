@@ -71,3 +71,61 @@ def test_log_and_continue_skips_and_counts(kafka_broker, spark, topic_name, app_
         app.close()
     got = {k.decode(): struct.unpack(">q", v)[0] for k, v, _ in read_topic(bs, out)}
     assert got == {"a": 2, "c": 6}
+
+
+def test_an_aggregate_the_sinks_serde_cannot_write_fails_naming_the_aggregation(
+    kafka_broker, spark, topic_name, app_config
+):
+    """A Python aggregation followed by a sink emits its updates in the sink's serde; an
+    aggregate of another type fails the application with the aggregation's name and the
+    serde to fix (Kafka Streams fails likewise when its sink's serializer rejects one).
+    """
+    bs = kafka_broker.bootstrap_servers
+    src, out = topic_name("in"), topic_name("out")
+    ensure_topics(bs, {src: 1, out: 1})
+    produce_values(bs, src, [("a", b"x"), ("a", b"y")])
+    b = StreamsBuilder()
+    S = Serdes.string()
+    b.stream(src, key_serde=S, value_serde=S).group_by_key().reduce(
+        lambda a, v: a + v, name="joined"
+    ).to_stream().to(out, key_serde=S, value_serde=Serdes.long())
+    app = KafkaStreams(b.build(), app_config())
+    app.start()
+    with pytest.raises(
+        StreamsError,
+        match=r"Failed to serialize an aggregate of 'KSTREAM-REDUCE-\d+' for the topic it is "
+        r"written to: LongSerializer.*Pass a value serde that fits",
+    ):
+        app.await_caught_up(timeout=timedelta(minutes=2))
+    assert app.state is State.ERROR
+    app.close()
+    assert read_topic(bs, out) == []
+
+
+def test_a_join_result_the_sinks_serde_cannot_write_fails_naming_the_join(
+    kafka_broker, spark, topic_name, app_config
+):
+    """A join followed by a sink serializes its results with the sink's serde; a result of
+    another type fails the application with the join's name and the serde to fix.
+    """
+    bs = kafka_broker.bootstrap_servers
+    left, right, out = topic_name("l"), topic_name("r"), topic_name("out")
+    ensure_topics(bs, {left: 1, right: 1, out: 1})
+    produce_values(bs, left, [("a", b"x")])
+    produce_values(bs, right, [("a", b"y")])
+    b = StreamsBuilder()
+    S = Serdes.string()
+    lt = b.table(left, key_serde=S, value_serde=S)
+    rt = b.table(right, key_serde=S, value_serde=S)
+    lt.join(rt, lambda lv, rv: lv + rv).to_stream().to(out, key_serde=S, value_serde=Serdes.long())
+    app = KafkaStreams(b.build(), app_config())
+    app.start()
+    with pytest.raises(
+        StreamsError,
+        match=r"Failed to serialize a result of the joiner of 'KTABLE-MERGE-\d+' for the "
+        r"topic it is written to: LongSerializer.*Pass a value serde that fits",
+    ):
+        app.await_caught_up(timeout=timedelta(minutes=2))
+    assert app.state is State.ERROR
+    app.close()
+    assert read_topic(bs, out) == []

@@ -7,7 +7,10 @@ Follows Kafka Streams' ``KStreamAggregate``:
 - the first record of a key starts from ``initializer()``;
 - the output timestamp is the largest timestamp that contributed;
 - one update per key is emitted per micro-batch, as Kafka Streams' record cache coalesces
-  updates.
+  updates;
+- the updates' values are encoded with ``AggregateSpec.out_codec``: pickled for a Python
+  consumer, or in the serde a Kafka sink right after the aggregation writes (then neither the
+  sink nor the store's changelog needs a Python stage of its own).
 
 State is paged (see ``pack_stage``): the group is a page of keys and its ``ValueState`` holds
 ``{"entries": {group key bytes: (aggregate, ts)}}``, pickled. Per micro-batch a page costs one
@@ -25,9 +28,10 @@ from pyspark.sql import Row
 from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 from pyspark.sql.streaming.stateful_processor import TimerValues
 
-from streamtable.compiler.codecs import Codec
+from streamtable.compiler.codecs import Codec, PickleCodec
 from streamtable.compiler.flat_row import FlatRow, ddl_columns
 from streamtable.compiler.paged.user_code import user_code_error
+from streamtable.errors import SerializationError
 from streamtable.topology.nodes import Aggregation
 
 #: Output schema of the processor: one row per updated key.
@@ -41,12 +45,15 @@ class _UpdateRow(FlatRow):
 
 @dataclass(frozen=True)
 class AggregateSpec:
-    """What the processor needs: the fold and how to decode keys and values."""
+    """What the processor needs: the fold, how to decode keys and values, and how to encode
+    the aggregates it emits (``out_codec``).
+    """
 
     node_name: str
     aggregation: Aggregation
     key_codec: Codec
     value_codec: Codec
+    out_codec: Codec = PickleCodec()
 
 
 class AggregateProcessor(StatefulProcessor):
@@ -72,14 +79,33 @@ class AggregateProcessor(StatefulProcessor):
         stored = self.state.get()  # one round trip to the state store; None when absent
         page = pickle.loads(stored[0]) if stored is not None else {"entries": {}}
         entries = page["entries"]
-        out: list[Row] = []
+        updates: list[tuple[bytes, Any, int]] = []
         for gk, records in groups.items():
             records.sort(key=lambda r: r[1:])
             agg, ts = self._fold(gk, records, entries.get(gk))
             entries[gk] = (agg, ts)
-            out.append(_UpdateRow(gk, pickle.dumps(agg, protocol=5), ts))
+            updates.append((gk, agg, ts))
         self.state.update((pickle.dumps(page, protocol=5),))
-        return iter(out)
+        values = self._encode([agg for _, agg, _ in updates])
+        return iter([_UpdateRow(gk, v, ts) for (gk, _, ts), v in zip(updates, values, strict=True)])
+
+    def _encode(self, aggregates: list[Any]) -> list[Any]:
+        """The emitted values: ``aggregates`` in ``out_codec``.
+
+        Raises
+        ------
+        SerializationError
+            If the serde of the sink the updates go to cannot serialize an aggregate (Kafka
+            Streams fails likewise when its sink serializes the record).
+        """
+        try:
+            return self.spec.out_codec.encode_many(aggregates)
+        except SerializationError as e:
+            raise SerializationError(
+                f"Failed to serialize an aggregate of {self.spec.node_name!r} for the topic it "
+                f"is written to: {e}. Pass a value serde that fits the aggregate's type "
+                "(KStream.to(value_serde=...))."
+            ) from e
 
     def _fold(
         self, group_key: bytes, records: list[tuple[Any, ...]], stored: tuple[Any, int] | None

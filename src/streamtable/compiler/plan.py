@@ -140,7 +140,7 @@ class Lowerer:
             parent = self.lower(node.parents[0], want_key=want_key, want_value=want_value)
             return lower_repartition(self.ctx, node, validated(self.ctx, parent))
         if isinstance(node, AggregateNode):
-            return self._aggregate(node)
+            return self._aggregate(node, want_value=want_value)
         if isinstance(node, SuppressNode):
             return self._suppress(node)
         if isinstance(node, TableSourceNode):
@@ -150,7 +150,7 @@ class Lowerer:
         if isinstance(node, TableAggregateNode):
             return lower_table_aggregate(self, node)
         if isinstance(node, JoinNode):
-            return lower_join(self, node)
+            return lower_join(self, node, want_value)
         if isinstance(node, ProcessNode):  # several parents (hand-built): their union
             inputs = [self.lower(p) for p in node.parents]
             parent = inputs[0] if len(inputs) == 1 else lower_merge(self.ctx, inputs)
@@ -161,7 +161,13 @@ class Lowerer:
             "does not know: 'Unknown definition class')."
         )
 
-    def _aggregate(self, node: AggregateNode, *, emit_final: SuppressSpec | None = None) -> Frame:
+    def _aggregate(
+        self,
+        node: AggregateNode,
+        *,
+        emit_final: SuppressSpec | None = None,
+        want_value: Codec | None = None,
+    ) -> Frame:
         gk = group_key_codec(self.ctx, node)
         native = (
             node.aggregation is not None
@@ -179,7 +185,7 @@ class Lowerer:
         parent = validated(self.ctx, parent)
         if node.windows is not None:
             return lower_windowed_aggregate(self.ctx, node, parent, emit_final=emit_final)
-        return lower_aggregate(self.ctx, node, parent)
+        return lower_aggregate(self.ctx, node, parent, want_value)
 
     def _suppress(self, node: SuppressNode) -> Frame:
         spec = node.suppress

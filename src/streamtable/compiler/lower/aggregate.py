@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 from streamtable.compiler.aggregate_processor import OUTPUT_DDL, AggregateProcessor, AggregateSpec
 from streamtable.compiler.changelog import logged
-from streamtable.compiler.codecs import Codec, LongColumnCodec, PickleCodec
+from streamtable.compiler.codecs import Codec, LongColumnCodec, PickleCodec, SerdeCodec
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.compiler.metrics import count_and_drop
 from streamtable.compiler.pack_stage import PackStage
@@ -28,11 +28,14 @@ def group_key_codec(ctx: CompileContext, node: AggregateNode) -> Codec:
     return codec_for(node.key_serde or ctx.config.default_key_serde)
 
 
-def lower_aggregate(ctx: CompileContext, node: AggregateNode, parent: Frame) -> Frame:
+def lower_aggregate(
+    ctx: CompileContext, node: AggregateNode, parent: Frame, want_value: Codec | None = None
+) -> Frame:
     """Aggregate ``parent`` (already keyed by :func:`group_key_codec`) per key.
 
     Output: a changelog frame — one row per updated key per micro-batch — keyed by the group
-    key, with the aggregate as value.
+    key, with the aggregate as value: a native count's ``bigint``; for a Python fold the
+    encoding ``want_value`` names when it is a serde's (a Kafka sink's wish), else pickled.
 
     ``parent`` never comes from another stateful operator of the same query: the compiler
     cuts such a chain into sub-topologies first (:mod:`streamtable.compiler.subtopologies`).
@@ -64,7 +67,8 @@ def lower_aggregate(ctx: CompileContext, node: AggregateNode, parent: Frame) -> 
         return _logged(ctx, node, Frame(out, parent.key_codec, LongColumnCodec(), stateful=True))
 
     ctx.uses_tws = True
-    spec = AggregateSpec(node.name, agg, parent.key_codec, parent.value_codec)
+    out_codec = want_value if isinstance(want_value, SerdeCodec) else PickleCodec()
+    spec = AggregateSpec(node.name, agg, parent.key_codec, parent.value_codec, out_codec)
     pack = PackStage()
     df = df.mapInArrow(pack, pack.output_ddl())
     out = df.groupBy("page").transformWithState(
@@ -76,7 +80,7 @@ def lower_aggregate(ctx: CompileContext, node: AggregateNode, parent: Frame) -> 
     ctx.stateful_operator()
     ctx.register_store(node.store_name, "key_value", parent.key_codec, KeyValueEntries())
     out = _changelog_columns(out)
-    return _logged(ctx, node, Frame(out, parent.key_codec, PickleCodec(), stateful=True))
+    return _logged(ctx, node, Frame(out, parent.key_codec, out_codec, stateful=True))
 
 
 def _logged(ctx: CompileContext, node: AggregateNode, frame: Frame) -> Frame:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from streamtable.compiler.codecs import PickleCodec
+from streamtable.compiler.codecs import Codec, PickleCodec, SerdeCodec
 from streamtable.compiler.frame import Frame
 from streamtable.compiler.lower.paged import frame_columns_only, run_paged
 from streamtable.compiler.lower.record_ops import validated
@@ -33,8 +33,9 @@ if TYPE_CHECKING:
     from streamtable.compiler.plan import Lowerer
 
 
-def lower_fk_join(lowerer: Lowerer, node: JoinNode) -> Frame:
-    """Compile a foreign-key table join; the result is keyed by the left table's keys.
+def lower_fk_join(lowerer: Lowerer, node: JoinNode, want_value: Codec | None = None) -> Frame:
+    """Compile a foreign-key table join; the result is keyed by the left table's keys, its
+    values pickled or in the serde ``want_value`` names (see :func:`.join.lower_join`).
 
     Left records whose foreign key is ``None`` in an inner join are counted as dropped
     (``null_foreign_key``), as Kafka Streams' drop sensor counts them.
@@ -51,6 +52,9 @@ def lower_fk_join(lowerer: Lowerer, node: JoinNode) -> Frame:
         ctx, df, {"null_foreign_key": F.col("dropped") == F.lit("null_foreign_key")}
     )
     subscriptions = Frame(df.drop("dropped"), left.key_codec, PickleCodec(), stateful=True)
-    kernel = ForeignKeyJoinKernel(node.name, node.join_type, node.joiner, right.value_codec)
+    out_codec = want_value if isinstance(want_value, SerdeCodec) else PickleCodec()
+    kernel = ForeignKeyJoinKernel(
+        node.name, node.join_type, node.joiner, right.value_codec, out_codec=out_codec
+    )
     out = frame_columns_only(run_paged(ctx, [subscriptions, right], kernel))
-    return Frame(out, left.key_codec, PickleCodec(), stateful=True)
+    return Frame(out, left.key_codec, out_codec, stateful=True)

@@ -10,7 +10,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from streamtable.compiler.changelog import logged
-from streamtable.compiler.codecs import PickleCodec
+from streamtable.compiler.codecs import Codec, PickleCodec, SerdeCodec
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.compiler.lower.fk_join import lower_fk_join
 from streamtable.compiler.lower.paged import frame_columns_only, run_paged
@@ -41,8 +41,11 @@ if TYPE_CHECKING:
     from streamtable.compiler.plan import Lowerer
 
 
-def lower_join(lowerer: Lowerer, node: JoinNode) -> Frame:
+def lower_join(lowerer: Lowerer, node: JoinNode, want_value: Codec | None = None) -> Frame:
     """Compile ``node``; see :mod:`streamtable.compiler.paged.join_kernels` for semantics.
+
+    The results are pickled, or in the encoding ``want_value`` names when it is a serde's (a
+    Kafka sink's wish: the kernel serializes them, and the sink needs no Python stage).
 
     Raises
     ------
@@ -51,8 +54,9 @@ def lower_join(lowerer: Lowerer, node: JoinNode) -> Frame:
         (Kafka Streams refuses such a topology too).
     """
     if node.kind is JoinKind.TABLE_TABLE_FK:
-        return lower_fk_join(lowerer, node)
+        return lower_fk_join(lowerer, node, want_value)
     ctx = lowerer.ctx
+    out_codec = want_value if isinstance(want_value, SerdeCodec) else PickleCodec()
     if node.kind is not JoinKind.STREAM_GLOBAL_TABLE:
         check_copartitioned(lowerer, node)
     left = _logged_table(lowerer, node.parents[0], validated(ctx, lowerer.lower(node.parents[0])))
@@ -61,10 +65,15 @@ def lower_join(lowerer: Lowerer, node: JoinNode) -> Frame:
     if node.kind is JoinKind.TABLE_TABLE:
         right = convert(ctx, right, left.key_codec, None)
         kernel = TableTableJoinKernel(
-            node.name, node.join_type, node.joiner, left.value_codec, right.value_codec
+            node.name,
+            node.join_type,
+            node.joiner,
+            left.value_codec,
+            right.value_codec,
+            out_codec=out_codec,
         )
         df = frame_columns_only(run_paged(ctx, [left, right], kernel))
-        return Frame(df, left.key_codec, PickleCodec(), stateful=True)
+        return Frame(df, left.key_codec, out_codec, stateful=True)
 
     if node.kind is JoinKind.STREAM_STREAM:
         left = _without_null_records(ctx, left)
@@ -72,7 +81,13 @@ def lower_join(lowerer: Lowerer, node: JoinNode) -> Frame:
         w = node.windows
         assert w is not None
         kernel = StreamStreamJoinKernel(
-            node.name, node.join_type, node.joiner, left.value_codec, right.value_codec, w
+            node.name,
+            node.join_type,
+            node.joiner,
+            left.value_codec,
+            right.value_codec,
+            w,
+            out_codec=out_codec,
         )
         df = run_paged(
             ctx,
@@ -81,7 +96,7 @@ def lower_join(lowerer: Lowerer, node: JoinNode) -> Frame:
             drop_reasons=("late",),
             watermark_delay_ms=w.before_ms + w.after_ms + w.grace_ms,
         )
-        return Frame(frame_columns_only(df), left.key_codec, PickleCodec(), stateful=True)
+        return Frame(frame_columns_only(df), left.key_codec, out_codec, stateful=True)
 
     # A GlobalKTable join never looks at the record's own key: only a null lookup key (or
     # value) drops a record (Kafka Streams' KStreamKTableJoinProcessor). KIP-962 (Kafka
@@ -112,13 +127,14 @@ def lower_join(lowerer: Lowerer, node: JoinNode) -> Frame:
         right.value_codec,
         history,
         as_of=node.kind is JoinKind.STREAM_TABLE,
+        out_codec=out_codec,
     )
     df = frame_columns_only(run_paged(ctx, [left, right], kernel))
     table = lowerer.nodes[node.parents[1]]
     if isinstance(table, TableSourceNode):  # the join holds the table's contents
         decode = JoinTableEntries(right.value_codec, versioned=kernel.as_of)
         ctx.register_store(table.store_name, "key_value", right.key_codec, decode)
-    return Frame(df, left.key_codec, PickleCodec(), stateful=True)
+    return Frame(df, left.key_codec, out_codec, stateful=True)
 
 
 def _logged_table(lowerer: Lowerer, name: str, upserts: Frame) -> Frame:

@@ -40,7 +40,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from streamtable.compiler.codecs import Codec
+from streamtable.compiler.codecs import Codec, PickleCodec
+from streamtable.compiler.paged.join_kernels import encode_result
 from streamtable.compiler.paged.records import Out, Rec, frame_schema, source_order
 from streamtable.compiler.paged.user_code import call_user, user_code_error
 
@@ -257,6 +258,8 @@ class ForeignKeyJoinKernel:
     joiner: Callable[[Any, Any], Any]
     right_codec: Codec
     drops: dict[str, int] = field(default_factory=dict)
+    #: how the results are encoded: pickled, or a Kafka sink's serde (``encode_result``)
+    out_codec: Codec = field(default_factory=PickleCodec)
 
     def process(
         self, gk: bytes, records: list[Rec], entry: Any, meta: dict[str, Any]
@@ -311,4 +314,4 @@ class ForeignKeyJoinKernel:
             return Out.of(rec, lk, None, ts=ts)
         left = pickle.loads(lbytes)
         joined = call_user(self.joiner, (left, right), self.node_name, "joiner", rec)
-        return Out.of(rec, lk, pickle.dumps(joined, protocol=5), ts=ts)
+        return Out.of(rec, lk, encode_result(self.out_codec, joined, self.node_name), ts=ts)

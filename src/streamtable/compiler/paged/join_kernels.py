@@ -12,9 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from streamtable.compiler.codecs import Codec
+from streamtable.compiler.codecs import Codec, PickleCodec
 from streamtable.compiler.paged.records import Out, Rec, source_order
 from streamtable.compiler.paged.user_code import call_user
+from streamtable.errors import SerializationError
 
 STREAM, TABLE = 0, 1
 LEFT, RIGHT = 0, 1
@@ -33,7 +34,29 @@ def _joined(
     lo = _decode(kernel.left_codec, lv)
     ro = _decode(kernel.right_codec, rv)
     joined = call_user(kernel.joiner, (lo, ro), kernel.node_name, "joiner", rec)
-    return Out.of(rec, rec.key, pickle.dumps(joined, protocol=5), ts=ts)
+    return Out.of(rec, rec.key, encode_result(kernel.out_codec, joined, kernel.node_name), ts=ts)
+
+
+def encode_result(codec: Codec, value: Any, node_name: str) -> bytes | None:
+    """A joiner's result in ``codec``: pickled for a Python consumer, or already in the serde of
+    the Kafka sink the join's results go to (which then needs no Python stage).
+
+    Raises
+    ------
+    SerializationError
+        If that serde cannot serialize ``value`` (Kafka Streams fails likewise when its sink's
+        serializer rejects the record).
+    """
+    if isinstance(codec, PickleCodec):
+        return pickle.dumps(value, protocol=5)  # None too: the sink's stage decodes it
+    try:
+        return codec.encode_many([value])[0]
+    except SerializationError as e:
+        raise SerializationError(
+            f"Failed to serialize a result of the joiner of {node_name!r} for the topic it is "
+            f"written to: {e}. Pass a value serde that fits the joiner's result "
+            "(KStream.to(value_serde=...))."
+        ) from e
 
 
 @dataclass
@@ -69,6 +92,8 @@ class StreamTableJoinKernel:
     history_ms: int | None
     as_of: bool = True
     drops: dict[str, int] = field(default_factory=dict)
+    #: how the results are encoded: pickled, or a Kafka sink's serde (see :func:`_joined`)
+    out_codec: Codec = field(default_factory=PickleCodec)
 
     def process(
         self, gk: bytes | None, records: list[Rec], entry: Any, meta: dict[str, Any]
@@ -160,6 +185,8 @@ class TableTableJoinKernel:
     left_codec: Codec
     right_codec: Codec
     drops: dict[str, int] = field(default_factory=dict)
+    #: how the results are encoded: pickled, or a Kafka sink's serde (see :func:`_joined`)
+    out_codec: Codec = field(default_factory=PickleCodec)
     latest_per_key: ClassVar[bool] = True
 
     def process(
@@ -224,6 +251,8 @@ class StreamStreamJoinKernel:
     right_codec: Codec
     windows: Any
     drops: dict[str, int] = field(default_factory=dict)
+    #: how the results are encoded: pickled, or a Kafka sink's serde (see :func:`_joined`)
+    out_codec: Codec = field(default_factory=PickleCodec)
 
     @property
     def delay_ms(self) -> int:
