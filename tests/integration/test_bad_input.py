@@ -73,6 +73,17 @@ def test_log_and_continue_skips_and_counts(kafka_broker, spark, topic_name, app_
     assert got == {"a": 2, "c": 6}
 
 
+def _fails_to_serialize(bootstrap_servers, topology, config, out, match):
+    """Run ``topology`` until it fails with ``match``; nothing reaches ``out``."""
+    app = KafkaStreams(topology, config)
+    app.start()
+    with pytest.raises(StreamsError, match=match):
+        app.await_caught_up(timeout=timedelta(minutes=2))
+    assert app.state is State.ERROR
+    app.close()
+    assert read_topic(bootstrap_servers, out) == []
+
+
 def test_an_aggregate_the_sinks_serde_cannot_write_fails_naming_the_aggregation(
     kafka_broker, spark, topic_name, app_config
 ):
@@ -86,20 +97,18 @@ def test_an_aggregate_the_sinks_serde_cannot_write_fails_naming_the_aggregation(
     produce_values(bs, src, [("a", b"x"), ("a", b"y")])
     b = StreamsBuilder()
     S = Serdes.string()
+    # an unnamed store has no changelog: the fold emits straight in the sink's serde
     b.stream(src, key_serde=S, value_serde=S).group_by_key().reduce(
-        lambda a, v: a + v, name="joined"
+        lambda a, v: a + v
     ).to_stream().to(out, key_serde=S, value_serde=Serdes.long())
-    app = KafkaStreams(b.build(), app_config())
-    app.start()
-    with pytest.raises(
-        StreamsError,
-        match=r"Failed to serialize an aggregate of 'KSTREAM-REDUCE-\d+' for the topic it is "
-        r"written to: LongSerializer.*Pass a value serde that fits",
-    ):
-        app.await_caught_up(timeout=timedelta(minutes=2))
-    assert app.state is State.ERROR
-    app.close()
-    assert read_topic(bs, out) == []
+    _fails_to_serialize(
+        bs,
+        b.build(),
+        app_config(),
+        out,
+        r"Failed to serialize an aggregate of 'KSTREAM-REDUCE-\d+' for the sink it is "
+        r"written to: LongSerializer.*Give that sink a value serde that fits",
+    )
 
 
 def test_a_join_result_the_sinks_serde_cannot_write_fails_naming_the_join(
@@ -118,14 +127,11 @@ def test_a_join_result_the_sinks_serde_cannot_write_fails_naming_the_join(
     lt = b.table(left, key_serde=S, value_serde=S)
     rt = b.table(right, key_serde=S, value_serde=S)
     lt.join(rt, lambda lv, rv: lv + rv).to_stream().to(out, key_serde=S, value_serde=Serdes.long())
-    app = KafkaStreams(b.build(), app_config())
-    app.start()
-    with pytest.raises(
-        StreamsError,
-        match=r"Failed to serialize a result of the joiner of 'KTABLE-MERGE-\d+' for the "
-        r"topic it is written to: LongSerializer.*Pass a value serde that fits",
-    ):
-        app.await_caught_up(timeout=timedelta(minutes=2))
-    assert app.state is State.ERROR
-    app.close()
-    assert read_topic(bs, out) == []
+    _fails_to_serialize(
+        bs,
+        b.build(),
+        app_config(),
+        out,
+        r"Failed to serialize a result of the joiner of 'KTABLE-MERGE-\d+' for the "
+        r"sink it is written to: LongSerializer.*Give that sink a value serde that fits",
+    )

@@ -177,6 +177,19 @@ def _records_by_partition(bootstrap_servers, topic):
         consumer.close()
 
 
+def _plan_and_store(topology, config, store):
+    """Run ``topology`` until caught up: its one query's analyzed plan, and ``store.all()``."""
+    app = KafkaStreams(topology, config)
+    app.start()
+    try:
+        app.await_caught_up(timeout=timedelta(minutes=3))
+        (query,) = app.queries
+        plan = query._jsq.streamingQuery().lastExecution().analyzed().toString()
+        return plan, app.store(StoreQueryParameters.from_name_and_type(store, KV)).all()
+    finally:
+        app.close()
+
+
 @pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once_v2"])
 def test_a_count_of_a_string_topic_writes_its_changelog_with_the_sink_and_no_python(
     kafka_broker, spark, topic_name, app_config, guarantee
@@ -200,16 +213,7 @@ def test_a_count_of_a_string_topic_writes_its_changelog_with_the_sink_and_no_pyt
         out, key_serde=S, value_serde=L
     )
     config = app_config(**{"processing.guarantee": guarantee})
-    app = KafkaStreams(b.build(), config)
-    app.start()
-    try:
-        app.await_caught_up(timeout=timedelta(minutes=3))
-        (query,) = app.queries
-        plan = query._jsq.streamingQuery().lastExecution().analyzed().toString()
-        counts = app.store(StoreQueryParameters.from_name_and_type("counts", KV))
-        stored = counts.all()
-    finally:
-        app.close()
+    plan, stored = _plan_and_store(b.build(), config, "counts")
     assert "MapInArrow" not in plan and "PythonUDF" not in plan, plan
     want = {f"w{i}": 8 for i in range(5)}
     assert stored == sorted(want.items())
@@ -254,15 +258,7 @@ def test_a_python_reduce_emits_in_the_sinks_serde_so_neither_sink_nor_changelog_
         .to(out, key_serde=S, value_serde=L)
     )
     config = app_config()
-    app = KafkaStreams(b.build(), config)
-    app.start()
-    try:
-        app.await_caught_up(timeout=timedelta(minutes=3))
-        (query,) = app.queries
-        plan = query._jsq.streamingQuery().lastExecution().analyzed().toString()
-        stored = app.store(StoreQueryParameters.from_name_and_type("latest", KV)).all()
-    finally:
-        app.close()
+    plan, stored = _plan_and_store(b.build(), config, "latest")
     # one Python stage (map_values) before the fold's pack; none after it
     assert plan.count("RecordStage(") == 1 and "ChangelogWriter" not in plan, plan
     want = {}
@@ -274,6 +270,28 @@ def test_a_python_reduce_emits_in_the_sinks_serde_so_neither_sink_nor_changelog_
     assert latest == want
     outputs = {k.decode(): struct.unpack(">q", v)[0] for k, v, _ in read_topic(bs, out)}
     assert outputs == want
+
+
+def test_a_reduce_written_in_another_serde_than_its_store_logs_the_aggregates_themselves(
+    kafka_broker, spark, topic_name, app_config
+):
+    """The sink's serde (Double) differs from the store's (Long): the fold keeps its updates
+    pickled, the changelog gets each aggregate in the store's serde, the sink in its own.
+    """
+    bs = kafka_broker.bootstrap_servers
+    src, out = topic_name("in"), topic_name("out")
+    ensure_topics(bs, {src: 1, out: 1})
+    produce_records(bs, src, [(b"k", struct.pack(">q", v), 1_000 + v) for v in (3, 9, 4)])
+    b = StreamsBuilder()
+    b.stream(src, key_serde=S, value_serde=L).group_by_key(key_serde=S, value_serde=L).reduce(
+        max, name="latest"
+    ).to_stream().to(out, key_serde=S, value_serde=Serdes.double())
+    config = app_config()
+    _, stored = _plan_and_store(b.build(), config, "latest")
+    assert stored == [("k", 9)]
+    changelog = _records_by_partition(bs, f"{config['application.id']}-latest-changelog")
+    assert [v for r in changelog.values() for _, v, _ in r][-1] == struct.pack(">q", 9)
+    assert [v for _, v, _ in read_topic(bs, out)][-1] == struct.pack(">d", 9.0)
 
 
 def test_a_changelog_topic_with_another_partition_count_is_refused_with_the_reset_command(

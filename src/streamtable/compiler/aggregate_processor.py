@@ -9,8 +9,8 @@ Follows Kafka Streams' ``KStreamAggregate``:
 - one update per key is emitted per micro-batch, as Kafka Streams' record cache coalesces
   updates;
 - the updates' values are encoded with ``AggregateSpec.out_codec``: pickled for a Python
-  consumer, or in the serde a Kafka sink right after the aggregation writes (then neither the
-  sink nor the store's changelog needs a Python stage of its own).
+  consumer, or in the serde a sink right after the aggregation writes (then neither the sink
+  nor a changelog in the same serde needs a Python stage of its own).
 
 State is paged (see ``pack_stage``): the group is a page of keys and its ``ValueState`` holds
 ``{"entries": {group key bytes: (aggregate, ts)}}``, pickled. Per micro-batch a page costs one
@@ -96,15 +96,16 @@ class AggregateProcessor(StatefulProcessor):
         ------
         SerializationError
             If the serde of the sink the updates go to cannot serialize an aggregate (Kafka
-            Streams fails likewise when its sink serializes the record).
+            Streams fails likewise when its sink's serializer rejects the record).
         """
         try:
             return self.spec.out_codec.encode_many(aggregates)
         except SerializationError as e:
             raise SerializationError(
-                f"Failed to serialize an aggregate of {self.spec.node_name!r} for the topic it "
-                f"is written to: {e}. Pass a value serde that fits the aggregate's type "
-                "(KStream.to(value_serde=...))."
+                f"Failed to serialize an aggregate of {self.spec.node_name!r} for the sink it "
+                f"is written to: {e}. Give that sink a value serde that fits the aggregate's "
+                "type (KStream.to(value_serde=...), to_files(value_serde=...), or the "
+                "grouping's value_serde= for a repartition)."
             ) from e
 
     def _fold(

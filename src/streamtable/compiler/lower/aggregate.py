@@ -35,7 +35,8 @@ def lower_aggregate(
 
     Output: a changelog frame — one row per updated key per micro-batch — keyed by the group
     key, with the aggregate as value: a native count's ``bigint``; for a Python fold the
-    encoding ``want_value`` names when it is a serde's (a Kafka sink's wish), else pickled.
+    encoding ``want_value`` names when it is a serde's (a sink's wish) and
+    :func:`_output_codec` allows it, else pickled.
 
     ``parent`` never comes from another stateful operator of the same query: the compiler
     cuts such a chain into sub-topologies first (:mod:`streamtable.compiler.subtopologies`).
@@ -67,7 +68,7 @@ def lower_aggregate(
         return _logged(ctx, node, Frame(out, parent.key_codec, LongColumnCodec(), stateful=True))
 
     ctx.uses_tws = True
-    out_codec = want_value if isinstance(want_value, SerdeCodec) else PickleCodec()
+    out_codec = _output_codec(ctx, node, want_value)
     spec = AggregateSpec(node.name, agg, parent.key_codec, parent.value_codec, out_codec)
     pack = PackStage()
     df = df.mapInArrow(pack, pack.output_ddl())
@@ -81,6 +82,20 @@ def lower_aggregate(
     ctx.register_store(node.store_name, "key_value", parent.key_codec, KeyValueEntries())
     out = _changelog_columns(out)
     return _logged(ctx, node, Frame(out, parent.key_codec, out_codec, stateful=True))
+
+
+def _output_codec(ctx: CompileContext, node: AggregateNode, want: Codec | None) -> Codec:
+    """The encoding of a Python fold's updates: the serde of the sink they go to (``want``)
+    when the store's changelog, if any, has the same serde (its writer then takes them as they
+    are); else pickled, so that a changelog in another serde gets the aggregates themselves,
+    not their round trip through the sink's serde.
+    """
+    if not isinstance(want, SerdeCodec):
+        return PickleCodec()
+    store_serde = node.store_value_serde or ctx.config.default_value_serde
+    if node.queryable and store_serde != want.serde():
+        return PickleCodec()
+    return want
 
 
 def _logged(ctx: CompileContext, node: AggregateNode, frame: Frame) -> Frame:

@@ -4,7 +4,7 @@ side), so ordering across the two topics is decided by timestamps, not by read o
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -45,7 +45,7 @@ def lower_join(lowerer: Lowerer, node: JoinNode, want_value: Codec | None = None
     """Compile ``node``; see :mod:`streamtable.compiler.paged.join_kernels` for semantics.
 
     The results are pickled, or in the encoding ``want_value`` names when it is a serde's (a
-    Kafka sink's wish: the kernel serializes them, and the sink needs no Python stage).
+    sink's wish: the kernel serializes them, and the sink needs no Python stage).
 
     Raises
     ------
@@ -64,14 +64,7 @@ def lower_join(lowerer: Lowerer, node: JoinNode, want_value: Codec | None = None
     assert node.joiner is not None
     if node.kind is JoinKind.TABLE_TABLE:
         right = convert(ctx, right, left.key_codec, None)
-        kernel = TableTableJoinKernel(
-            node.name,
-            node.join_type,
-            node.joiner,
-            left.value_codec,
-            right.value_codec,
-            out_codec=out_codec,
-        )
+        kernel = TableTableJoinKernel(*_kernel_args(node, left, right), out_codec=out_codec)
         df = frame_columns_only(run_paged(ctx, [left, right], kernel))
         return Frame(df, left.key_codec, out_codec, stateful=True)
 
@@ -80,15 +73,7 @@ def lower_join(lowerer: Lowerer, node: JoinNode, want_value: Codec | None = None
         right = _without_null_records(ctx, convert(ctx, right, left.key_codec, None))
         w = node.windows
         assert w is not None
-        kernel = StreamStreamJoinKernel(
-            node.name,
-            node.join_type,
-            node.joiner,
-            left.value_codec,
-            right.value_codec,
-            w,
-            out_codec=out_codec,
-        )
+        kernel = StreamStreamJoinKernel(*_kernel_args(node, left, right), w, out_codec=out_codec)
         df = run_paged(
             ctx,
             [left, right],
@@ -120,11 +105,7 @@ def lower_join(lowerer: Lowerer, node: JoinNode, want_value: Codec | None = None
     else:
         left = convert(ctx, left, right.key_codec, None)
     kernel = StreamTableJoinKernel(
-        node.name,
-        node.join_type,
-        node.joiner,
-        left.value_codec,
-        right.value_codec,
+        *_kernel_args(node, left, right),
         history,
         as_of=node.kind is JoinKind.STREAM_TABLE,
         out_codec=out_codec,
@@ -135,6 +116,11 @@ def lower_join(lowerer: Lowerer, node: JoinNode, want_value: Codec | None = None
         decode = JoinTableEntries(right.value_codec, versioned=kernel.as_of)
         ctx.register_store(table.store_name, "key_value", right.key_codec, decode)
     return Frame(df, left.key_codec, out_codec, stateful=True)
+
+
+def _kernel_args(node: JoinNode, left: Frame, right: Frame) -> tuple[Any, ...]:
+    """What every join kernel takes first: name, join type, joiner and the sides' codecs."""
+    return node.name, node.join_type, node.joiner, left.value_codec, right.value_codec
 
 
 def _logged_table(lowerer: Lowerer, name: str, upserts: Frame) -> Frame:

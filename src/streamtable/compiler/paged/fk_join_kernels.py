@@ -258,7 +258,7 @@ class ForeignKeyJoinKernel:
     joiner: Callable[[Any, Any], Any]
     right_codec: Codec
     drops: dict[str, int] = field(default_factory=dict)
-    #: how the results are encoded: pickled, or a Kafka sink's serde (``encode_result``)
+    #: how the results are encoded: pickled, or a sink's serde (``encode_result``)
     out_codec: Codec = field(default_factory=PickleCodec)
 
     def process(

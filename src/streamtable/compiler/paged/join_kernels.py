@@ -39,7 +39,7 @@ def _joined(
 
 def encode_result(codec: Codec, value: Any, node_name: str) -> bytes | None:
     """A joiner's result in ``codec``: pickled for a Python consumer, or already in the serde of
-    the Kafka sink the join's results go to (which then needs no Python stage).
+    the sink the join's results go to (which then needs no Python stage).
 
     Raises
     ------
@@ -53,9 +53,10 @@ def encode_result(codec: Codec, value: Any, node_name: str) -> bytes | None:
         return codec.encode_many([value])[0]
     except SerializationError as e:
         raise SerializationError(
-            f"Failed to serialize a result of the joiner of {node_name!r} for the topic it is "
-            f"written to: {e}. Pass a value serde that fits the joiner's result "
-            "(KStream.to(value_serde=...))."
+            f"Failed to serialize a result of the joiner of {node_name!r} for the sink it is "
+            f"written to: {e}. Give that sink a value serde that fits the joiner's result "
+            "(KStream.to(value_serde=...), to_files(value_serde=...), or the grouping's "
+            "value_serde= for a repartition)."
         ) from e
 
 
@@ -92,7 +93,7 @@ class StreamTableJoinKernel:
     history_ms: int | None
     as_of: bool = True
     drops: dict[str, int] = field(default_factory=dict)
-    #: how the results are encoded: pickled, or a Kafka sink's serde (see :func:`_joined`)
+    #: how the results are encoded: pickled, or a sink's serde (see :func:`encode_result`)
     out_codec: Codec = field(default_factory=PickleCodec)
 
     def process(
@@ -185,7 +186,7 @@ class TableTableJoinKernel:
     left_codec: Codec
     right_codec: Codec
     drops: dict[str, int] = field(default_factory=dict)
-    #: how the results are encoded: pickled, or a Kafka sink's serde (see :func:`_joined`)
+    #: how the results are encoded: pickled, or a sink's serde (see :func:`encode_result`)
     out_codec: Codec = field(default_factory=PickleCodec)
     latest_per_key: ClassVar[bool] = True
 
@@ -251,7 +252,7 @@ class StreamStreamJoinKernel:
     right_codec: Codec
     windows: Any
     drops: dict[str, int] = field(default_factory=dict)
-    #: how the results are encoded: pickled, or a Kafka sink's serde (see :func:`_joined`)
+    #: how the results are encoded: pickled, or a sink's serde (see :func:`encode_result`)
     out_codec: Codec = field(default_factory=PickleCodec)
 
     @property
