@@ -74,6 +74,13 @@ class PickleCodec(Codec):
         return [None if o is None else dumps(o, protocol=5) for o in objs]
 
 
+def result_codec(want: Codec | None) -> Codec:
+    """How an operator encodes the Python results it emits: in the serde ``want`` names (a
+    sink's wish: the sink then needs no Python stage to encode them), else pickled.
+    """
+    return want if isinstance(want, SerdeCodec) else PickleCodec()
+
+
 @dataclass(frozen=True)
 class LongColumnCodec(Codec):
     """A native ``bigint`` column holding Python ints (e.g. Spark's ``count``)."""

@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 
 from streamtable.compiler.aggregate_processor import OUTPUT_DDL, AggregateProcessor, AggregateSpec
 from streamtable.compiler.changelog import logged
-from streamtable.compiler.codecs import Codec, LongColumnCodec, PickleCodec, SerdeCodec
+from streamtable.compiler.codecs import Codec, LongColumnCodec, PickleCodec, result_codec
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.compiler.metrics import count_and_drop
 from streamtable.compiler.pack_stage import PackStage
@@ -90,12 +90,11 @@ def _output_codec(ctx: CompileContext, node: AggregateNode, want: Codec | None) 
     are); else pickled, so that a changelog in another serde gets the aggregates themselves,
     not their round trip through the sink's serde.
     """
-    if not isinstance(want, SerdeCodec):
-        return PickleCodec()
+    codec = result_codec(want)
     store_serde = node.store_value_serde or ctx.config.default_value_serde
-    if node.queryable and store_serde != want.serde():
+    if node.queryable and store_serde != codec.serde():
         return PickleCodec()
-    return want
+    return codec
 
 
 def _logged(ctx: CompileContext, node: AggregateNode, frame: Frame) -> Frame:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from pyspark.sql import functions as F
 
-from streamtable.compiler.codecs import Codec, PickleCodec, SerdeCodec
+from streamtable.compiler.codecs import Codec, PickleCodec, result_codec
 from streamtable.compiler.frame import Frame
 from streamtable.compiler.lower.paged import frame_columns_only, run_paged
 from streamtable.compiler.lower.record_ops import validated
@@ -52,7 +52,7 @@ def lower_fk_join(lowerer: Lowerer, node: JoinNode, want_value: Codec | None = N
         ctx, df, {"null_foreign_key": F.col("dropped") == F.lit("null_foreign_key")}
     )
     subscriptions = Frame(df.drop("dropped"), left.key_codec, PickleCodec(), stateful=True)
-    out_codec = want_value if isinstance(want_value, SerdeCodec) else PickleCodec()
+    out_codec = result_codec(want_value)
     kernel = ForeignKeyJoinKernel(
         node.name, node.join_type, node.joiner, right.value_codec, out_codec=out_codec
     )

@@ -10,7 +10,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from streamtable.compiler.changelog import logged
-from streamtable.compiler.codecs import Codec, PickleCodec, SerdeCodec
+from streamtable.compiler.codecs import Codec, result_codec
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.compiler.lower.fk_join import lower_fk_join
 from streamtable.compiler.lower.paged import frame_columns_only, run_paged
@@ -56,7 +56,7 @@ def lower_join(lowerer: Lowerer, node: JoinNode, want_value: Codec | None = None
     if node.kind is JoinKind.TABLE_TABLE_FK:
         return lower_fk_join(lowerer, node, want_value)
     ctx = lowerer.ctx
-    out_codec = want_value if isinstance(want_value, SerdeCodec) else PickleCodec()
+    out_codec = result_codec(want_value)
     if node.kind is not JoinKind.STREAM_GLOBAL_TABLE:
         check_copartitioned(lowerer, node)
     left = _logged_table(lowerer, node.parents[0], validated(ctx, lowerer.lower(node.parents[0])))
