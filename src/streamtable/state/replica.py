@@ -226,13 +226,23 @@ class StoreReplica:
         """Read the end offsets of newly committed batches; move the position past the
         batches the replica has caught up with.
         """
+        from confluent_kafka import KafkaException
+
         with self._cond:
             pending = list(self._state.pending)
         if not pending:
             return
         for p in pending:
             if p.targets is None:
-                p.targets = self._ends(consumer, assignment, p.query)
+                try:
+                    p.targets = self._ends(consumer, assignment, p.query)
+                except KafkaException as e:
+                    if e.args[0].fatal():
+                        raise
+                    # e.g. a partition leader's broker died: its handle is destroyed while
+                    # the client moves to the new leader; read the end offsets next round
+                    log.info("streamtable: the stores' replica retries end offsets: %s", e)
+                    return
         positions = {
             (tp.topic, tp.partition): tp.offset
             for tp in consumer.position(assignment)
