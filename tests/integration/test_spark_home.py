@@ -39,6 +39,12 @@ def state_processor_processes(spark, tmp_path_factory):
     from pyspark.sql.streaming.stateful_processor import StatefulProcessor
     from pyspark.sql.types import LongType, StructField, StructType
 
+    from _support import wait_until
+    from streamtable.runtime.fork_server import ENV_VAR
+
+    # the worker daemon (started in the background with the session) forks the fork server
+    server = spark.sparkContext.environment[ENV_VAR]
+    wait_until(lambda: os.path.exists(server), 60, f"the fork server's socket {server}")
     tmp_path = tmp_path_factory.mktemp("state-processor")
     seen = tmp_path / "seen"
     seen.mkdir()
@@ -55,7 +61,11 @@ def state_processor_processes(spark, tmp_path_factory):
             # the driver's schema process (no task) and each task's worker both run init()
             where = "driver" if TaskContext.get() is None else "task"
             with open(os.path.join(out, f"{os.getpid()}.json"), "w") as f:
-                json.dump({"where": where, "pyspark": p.__file__, "ppid": os.getppid()}, f)
+                ppid = os.getppid()
+                with open(f"/proc/{ppid}/stat") as stat:  # its parent's parent: field 4
+                    grandparent = int(stat.read().rsplit(")", 1)[1].split()[1])
+                facts = {"pyspark": p.__file__, "ppid": ppid, "grandparent": grandparent}
+                json.dump({"where": where, **facts}, f)
             self.n = handle.getValueState("n", StructType([StructField("n", LongType())]))
 
         def handleInputRows(self, key, rows, timerValues):
@@ -110,3 +120,24 @@ def test_stage_and_state_processor_workers_are_forked_by_the_same_daemon(
     assert processors, "no task ran the state processor"
     assert processors == stages, f"processor workers forked by {processors}, stages' by {stages}"
     assert len(stages) == 1
+
+
+def test_the_driver_schema_process_is_forked_by_the_daemons_fork_server(
+    spark, state_processor_processes
+):
+    """The process Spark starts on the driver to learn a ``transformWithStateInPandas``
+    processor's state variables comes from the fork server (``streamtable.runtime.fork_server``)
+    the daemon forks with its modules imported, not from a fresh interpreter that imports
+    PySpark, pandas, pyarrow and streamtable (~1.5 s of every start and restart)."""
+    import pyarrow as pa
+
+    def parent(batches):
+        for _ in batches:
+            yield pa.RecordBatch.from_pydict({"ppid": [os.getppid()]})
+
+    daemons = {r.ppid for r in spark.range(0, 2, 1, 2).mapInArrow(parent, "ppid long").collect()}
+    drivers = [p for p in state_processor_processes if p["where"] == "driver"]
+    assert len(drivers) == 1, state_processor_processes
+    assert drivers[0]["ppid"] not in daemons, "the schema process was forked by the daemon itself"
+    # forked by the server, which the daemon forked
+    assert {drivers[0]["grandparent"]} == daemons, (drivers, daemons)

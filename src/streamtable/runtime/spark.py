@@ -13,16 +13,19 @@ import contextlib
 import logging
 import os
 import re
+import socket
 import sys
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 from streamtable.errors import EnvironmentSetupError
+from streamtable.platform._process import cache_home
 from streamtable.runtime import class_data_sharing as cds
+from streamtable.runtime import fork_server
 from streamtable.runtime.jars import check_java, resolve_jars
 from streamtable.runtime.spark_home import launched_with, local_spark_home
 from streamtable.runtime.spark_log import jvm_output_to
@@ -90,6 +93,8 @@ _LOOPBACK_MASTER = re.compile(r"^spark://(127\.0\.0\.1|localhost)(:\d+)?$")
 _lock = threading.Lock()
 _archive_plan: cds.ArchivePlan | None = None
 _KAFKA_SOURCE = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
+#: Overrides the folder of the Python launchers (see _fork_server_launcher).
+_LAUNCHER_ENV_VAR = "STREAMTABLE_LAUNCHER_HOME"
 
 
 def _has_kafka(spark: SparkSession) -> bool:
@@ -160,6 +165,58 @@ def _start_python_workers(spark: SparkSession) -> None:
             sc._jvm.org.apache.spark.sql.execution.streaming.state.RocksDBLoader.loadLibrary()  # type: ignore[attr-defined]
         except Exception as e:  # pragma: no cover - best effort
             log.debug("loading RocksDB ahead failed: %s", e)
+
+
+def _fork_server_launcher(settings: dict[str, str]) -> str | None:
+    """Give a local session's Python processes the fork server of its worker daemon.
+
+    The daemon forks :mod:`streamtable.runtime.fork_server` on a new socket path
+    (``spark.executorEnv.STREAMTABLE_FORK_SERVER``, added to ``settings``), and the returned
+    launcher, Spark's Python for the session, hands it the process Spark starts on the driver
+    to plan a stateful query. None (nothing changed): not a local master, streamtable's daemon
+    not in use, Spark's Python chosen by the user (``spark.pyspark.python``,
+    ``$PYSPARK_PYTHON`` naming another interpreter), the server turned off
+    (``spark.executorEnv.STREAMTABLE_FORK_SERVER`` set, e.g. to ``""``), or no launcher
+    could be written.
+    """
+    key = f"spark.executorEnv.{fork_server.ENV_VAR}"
+    chosen = os.environ.get("PYSPARK_PYTHON")
+    if (
+        not settings["spark.master"].startswith("local")
+        or settings.get("spark.python.daemon.module")
+        != _LOCAL_DEFAULTS["spark.python.daemon.module"]
+        or "spark.pyspark.python" in settings
+        or (chosen and os.path.abspath(chosen) != os.path.abspath(sys.executable))
+        or key in settings
+        or not (hasattr(socket, "send_fds") and hasattr(socket, "SO_PEERCRED"))  # Linux
+    ):
+        return None
+    try:
+        path = fork_server.launcher(sys.executable, cache_home(_LAUNCHER_ENV_VAR, "launcher"))
+    except OSError as e:
+        log.debug("no Python launcher for the fork server: %s", e)
+        return None
+    settings[key] = fork_server.socket_path()
+    return str(path)
+
+
+@contextlib.contextmanager
+def _python_exec(launcher: str | None) -> Iterator[None]:
+    """``$PYSPARK_PYTHON`` is ``launcher`` while the session starts (PySpark reads it once, into
+    ``SparkContext.pythonExec``); processes the application starts later keep the interpreter.
+    """
+    if launcher is None:
+        yield
+        return
+    before = os.environ.get("PYSPARK_PYTHON")
+    os.environ["PYSPARK_PYTHON"] = launcher
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PYSPARK_PYTHON", None)
+        else:
+            os.environ["PYSPARK_PYTHON"] = before
 
 
 def _session_settings(conf: Mapping[str, str]) -> dict[str, str]:
@@ -272,6 +329,7 @@ def get_spark(
         extra = settings.get("spark.jars", "")
         settings["spark.jars"] = ",".join([str(j) for j in jars] + ([extra] if extra else []))
         # Python workers must run the same interpreter as the driver (same packages).
+        launcher = _fork_server_launcher(settings)
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         builder = SparkSession.builder
@@ -280,7 +338,7 @@ def get_spark(
         log.info("starting Spark (%s) with %d connector jars", settings["spark.master"], len(jars))
         if log_target is None:
             log_target = os.path.join(tempfile.gettempdir(), "streamtable", "logs", "spark.log")
-        with jvm_output_to(log_target), launched_with(home):
+        with jvm_output_to(log_target), launched_with(home), _python_exec(launcher):
             spark = builder.getOrCreate()
         if plan is not None and plan.recording is not None:
             try:

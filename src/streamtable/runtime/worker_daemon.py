@@ -12,7 +12,9 @@ zip archive's directory (1,485 entries) once per zip importer.
 This module, set as ``spark.python.daemon.module`` by
 :func:`~streamtable.runtime.spark.get_spark`, imports those modules once, from the installed
 ``pyspark`` package (with bytecode caches) when it is the same version as Spark's zip, and
-then runs ``pyspark.daemon``'s manager unchanged: forked workers inherit the imports.
+then runs ``pyspark.daemon``'s manager unchanged: forked workers inherit the imports. With
+``$STREAMTABLE_FORK_SERVER`` set, it first forks :mod:`streamtable.runtime.fork_server`, which
+gives the same imports to the Python process Spark starts on the driver to plan a stateful query.
 
 The inherited objects (some 83,000 after these imports) are frozen (:func:`gc.freeze`) before
 each fork: PySpark's worker runs a full ``gc.collect()`` after every task, which otherwise walks
@@ -33,6 +35,8 @@ import os
 import sys
 import zipfile
 from collections.abc import Callable
+
+from streamtable.runtime import fork_server
 
 #: Imported before forking: the Arrow/pandas machinery of PySpark's worker and streamtable's
 #: Python stages and stateful processors. Each worker still imported three of them on its first
@@ -122,6 +126,12 @@ def main() -> None:
     from pyspark import daemon
 
     gc.collect()  # the imports' garbage is not frozen with them
+    server = os.environ.get(fork_server.ENV_VAR)
+    if server:
+        # PySpark's manager makes its own process group (and sends it SIGHUP when it shuts
+        # down): make it now, so that the fork server is in it
+        os.setpgid(0, 0)
+        fork_server.start(server)
     # frozen in the daemon right before each worker's fork (what the manager made since too);
     # not in a worker that forks itself (the hook is inherited): its objects stay collectable
     os.register_at_fork(before=_freeze_in(os.getpid()))

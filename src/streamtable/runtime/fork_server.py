@@ -1,0 +1,287 @@
+"""A fork server for the Python process Spark starts on the driver to plan a stateful query.
+
+While planning the first micro-batch of a ``transformWithStateInPandas`` query (every start,
+every restart), Spark runs the processor's ``init()`` on the driver to learn its state
+variables: it starts ``<python> -m pyspark.sql.streaming.transform_with_state_driver_worker``
+with ``ProcessBuilder``, never through the worker daemon (``StreamingPythonRunner``). That
+process imports PySpark's worker, pandas, pyarrow and, to unpickle the processor,
+streamtable's compiler: 1.5 s on an idle core (``python -c "import
+pyspark.sql.streaming.transform_with_state_driver_worker, streamtable.compiler.aggregate_processor,
+pandas, pyarrow"``, 2 runs), more on a restart, where the JVM's start-up shares the 2 cores.
+
+In a local session the executor's worker daemon (:mod:`streamtable.runtime.worker_daemon`)
+has imported all of them already. It forks one more process, this server, which listens on a
+Unix socket (``$STREAMTABLE_FORK_SERVER``). Spark's Python interpreter for the session is a
+small launcher (:func:`launcher`): for that one module it runs
+:mod:`streamtable.runtime.fork_client`, which hands its arguments, environment, working
+folder and standard streams to the server; the server forks a child that takes them over and
+runs the module as ``python -m`` would.
+Anything else the launcher starts (the daemon itself, a data source's planner) execs the
+interpreter unchanged, and so does the client when no server answers: without the server,
+Spark's behaviour is unchanged.
+
+Protocol (one connection per process): the client sends a 4-byte big-endian length with its
+file descriptors 0, 1 and 2 (``SCM_RIGHTS``), then that many bytes of JSON ``{"argv": [...],
+"env": {...}, "cwd": "..."}``; the child answers with its process id (8 bytes) and, when the
+module returns or exits, its exit status (4 bytes, signed). A client that reads end of file
+instead of a status exits 1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import hashlib
+import json
+import os
+import runpy
+import selectors
+import signal
+import socket
+import struct
+import sys
+import tempfile
+import traceback
+import uuid
+from pathlib import Path
+from typing import Any
+
+#: The environment variable with the server's socket path (set for Spark's Python processes
+#: through ``spark.executorEnv``); empty or unset: no server.
+ENV_VAR = "STREAMTABLE_FORK_SERVER"
+#: The modules the launcher hands to the server: Spark's driver-side process of
+#: ``transformWithStateInPandas`` (the only Python process of a local session that Spark
+#: starts without its daemon on the path of a restart).
+FORKED_MODULES = ("pyspark.sql.streaming.transform_with_state_driver_worker",)
+#: Seconds between checks that the daemon that forked the server still runs.
+_PARENT_CHECK_S = 0.5
+
+
+def socket_path() -> str:
+    """A new socket path for one session's server (Unix socket paths are short: ≤ 107 bytes).
+
+    ``<tempdir>/streamtable-fork-<uid>/<driver pid>-<random>.sock``. The sockets of driver
+    processes that are gone (a server killed with its daemon cannot remove its own) are
+    removed.
+
+    >>> p = socket_path()
+    >>> p.endswith(".sock") and len(p.encode()) <= 107
+    True
+    """
+    folder = os.path.join(tempfile.gettempdir(), f"streamtable-fork-{os.getuid()}")
+    with contextlib.suppress(OSError):
+        for name in os.listdir(folder):
+            pid, _, rest = name.partition("-")
+            if rest.endswith(".sock") and pid.isdigit() and not _alive(int(pid)):
+                with contextlib.suppress(OSError):
+                    os.unlink(os.path.join(folder, name))
+    return os.path.join(folder, f"{os.getpid()}-{uuid.uuid4().hex[:8]}.sock")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def launcher(python: str, folder: Path) -> Path:
+    """The launcher script for Spark's Python processes (written on first use).
+
+    Parameters
+    ----------
+    python : str
+        The interpreter it runs (the driver's ``sys.executable``).
+    folder : pathlib.Path
+        Where launchers are kept; one file per interpreter and client path.
+
+    Returns
+    -------
+    pathlib.Path
+        An executable ``/bin/sh`` script: ``<script> -m <module> ...`` runs
+        :mod:`streamtable.runtime.fork_client` with the same arguments when ``<module>`` is one
+        of :data:`FORKED_MODULES` and ``$STREAMTABLE_FORK_SERVER`` is set, else execs
+        ``python`` with its arguments unchanged.
+
+    Raises
+    ------
+    OSError
+        If the folder or the script cannot be written.
+    """
+    client = str(Path(__file__).with_name("fork_client.py"))
+    for s in (python, client):
+        if "'" in s or "\n" in s:
+            raise OSError(f"cannot quote {s!r} in a launcher script")
+    cases = "|".join(FORKED_MODULES)
+    text = (
+        "#!/bin/sh\n"
+        "# streamtable: Spark's Python for a local session (streamtable.runtime.fork_server)\n"
+        f'if [ "$1" = -m ] && [ -n "${ENV_VAR}" ]; then\n'
+        f"  case \"$2\" in {cases}) exec '{python}' -I -S '{client}' \"$@\" ;; esac\n"
+        "fi\n"
+        f"exec '{python}' \"$@\"\n"
+    )
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    path = folder / f"python-{digest}"
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{path.name}.{os.getpid()}"
+        tmp.write_text(text)
+        tmp.chmod(0o755)
+        os.replace(tmp, path)
+    return path
+
+
+def start(path: str) -> int | None:
+    """Fork the server from the calling process (the worker daemon, its modules imported).
+
+    The server runs until the process that forked it exits (checked every 0.5 s) or it gets
+    ``SIGHUP`` (PySpark's daemon sends it to its process group when it shuts down). Returns
+    the server's process id in the caller, None when the socket cannot be made (the launcher
+    then starts processes as Spark would). Never raises.
+    """
+    try:
+        # only this user may connect (a request runs code as this user): a folder of its own
+        folder = os.path.dirname(path)
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        info = os.stat(folder, follow_symlinks=False)
+        if info.st_uid != os.getuid() or info.st_mode & 0o077:
+            raise OSError(f"{folder} is not a folder of this user only (mode 0700)")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        listener.listen(16)
+    except OSError as e:
+        print(f"streamtable: no fork server at {path}: {e}", file=sys.stderr)
+        return None
+    sys.stdout.flush()
+    sys.stderr.flush()
+    parent = os.getpid()
+    pid = os.fork()
+    if pid:
+        listener.close()
+        return pid
+    code = 0
+    try:
+        _serve(listener, path, parent)
+    except SystemExit:
+        pass
+    except BaseException:  # pragma: no cover - a crash of the server: clients fall back
+        traceback.print_exc()
+        code = 1
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    os._exit(code)
+
+
+def _stop(signum: int, _frame: object) -> None:
+    raise SystemExit(0)
+
+
+def _serve(listener: socket.socket, path: str, parent: int) -> None:
+    signal.signal(signal.SIGHUP, _stop)  # as the daemon's workers: its shutdown ends the server
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    # (not the forked modules themselves: run as __main__, an imported one would be run twice,
+    # with runpy's warning; the daemon imported what they import)
+    gc.collect()
+    gc.freeze()
+    sel = selectors.DefaultSelector()
+    sel.register(listener, selectors.EVENT_READ)
+    while os.getppid() == parent and os.path.exists(path):
+        if sel.select(_PARENT_CHECK_S):
+            conn, _ = listener.accept()
+            try:
+                _check_peer(conn)
+                _fork_child(conn, listener)
+            except OSError as e:  # a client gone before its request was read: it falls back
+                print(f"streamtable: fork server: {e}", file=sys.stderr)
+            finally:
+                conn.close()
+        _reap()
+
+
+def _check_peer(conn: socket.socket) -> None:
+    """Refuse a client of another user (the folder's mode already keeps them out)."""
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    _, uid, _ = struct.unpack("3i", creds)
+    if uid != os.getuid():
+        raise OSError(f"refused a client of user {uid}")
+
+
+def _reap() -> None:
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+
+
+def _recv_exact(conn: socket.socket, n: int) -> bytes:
+    data = bytearray()
+    while len(data) < n:
+        chunk = conn.recv(n - len(data))
+        if not chunk:
+            raise OSError("the client closed its connection mid-request")
+        data += chunk
+    return bytes(data)
+
+
+def _fork_child(conn: socket.socket, listener: socket.socket) -> None:
+    head, fds, _, _ = socket.recv_fds(conn, 4, 3)
+    try:
+        if len(head) != 4 or len(fds) != 3:
+            raise OSError("a request without its length and three file descriptors")
+        (size,) = struct.unpack(">I", head)
+        request = json.loads(_recv_exact(conn, size))
+        sys.stdout.flush()
+        sys.stderr.flush()
+        if os.fork() == 0:
+            listener.close()
+            code = _run(conn, fds, request)
+            os._exit(code)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _run(conn: socket.socket, fds: list[int], request: dict[str, Any]) -> int:
+    """In the child: become the process the client would have started, run the module."""
+    code = 1
+    try:
+        for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+        conn.sendall(struct.pack(">q", os.getpid()))
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.chdir(request["cwd"])
+        argv = list(request["argv"])
+        module, args = argv[1], argv[2:]
+        # as `python -m`: the working folder first, then $PYTHONPATH's entries
+        extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        rest = [p for p in sys.path[1:] if p not in extra]
+        sys.path[:] = [os.getcwd(), *extra, *rest]
+        sys.argv = [module, *args]
+        try:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+            code = 0
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+            if not isinstance(e.code, int | None):
+                print(e.code, file=sys.stderr)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        with contextlib.suppress(OSError):
+            conn.sendall(struct.pack(">i", code))
+    return code

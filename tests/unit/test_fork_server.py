@@ -1,0 +1,218 @@
+"""The fork server of the worker daemon (``streamtable.runtime.fork_server``) and its client: a
+process handed to the server runs as ``python -m`` would have run it (arguments, environment,
+working folder, standard streams, exit status), from the server's imports; signals reach it;
+without a server the client starts the process itself; the launcher hands over only Spark's
+driver-side state schema process. No JVM: the server is forked from a plain Python process."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from _support import wait_until
+from streamtable.runtime import fork_server
+
+pytestmark = pytest.mark.unit
+
+CLIENT = str(Path(fork_server.__file__).with_name("fork_client.py"))
+
+#: What the handed-over process reports, then (with --block) waits for its stdin to close.
+_PROBE = textwrap.dedent(
+    """
+    import json, os, sys
+    print(json.dumps({
+        "pid": os.getpid(), "ppid": os.getppid(), "argv": sys.argv[1:], "cwd": os.getcwd(),
+        "probe": os.environ.get("PROBE"), "name": __name__,
+        "preloaded": "streamtable.runtime.fork_server" in sys.modules,
+    }), flush=True)
+    print("to stderr", file=sys.stderr, flush=True)
+    if "--block" in sys.argv:
+        sys.stdin.read()
+    sys.exit(int(os.environ.get("PROBE_EXIT", "0")))
+    """
+)
+
+#: The "daemon": forks the server, prints its pid, lives until its stdin closes.
+_DAEMON = textwrap.dedent(
+    """
+    import sys
+    from streamtable.runtime import fork_server
+    print(fork_server.start(sys.argv[1]), flush=True)
+    sys.stdin.read()
+    """
+)
+
+
+@pytest.fixture
+def server(tmp_path: Path):
+    """A running fork server: ``(socket path, server pid, daemon process)``."""
+    path = os.path.join(str(tmp_path), "s.sock")
+    daemon = subprocess.Popen(
+        [sys.executable, "-c", _DAEMON, path],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    pid = int(daemon.stdout.readline())
+    wait_until(lambda: os.path.exists(path), 10, "the server's socket")
+    yield path, pid, daemon
+    daemon.stdin.close()
+    daemon.wait(10)
+
+
+@pytest.fixture
+def probe(tmp_path: Path) -> dict[str, str]:
+    """The environment of a client whose module is ``probe_mod`` (in ``tmp_path``)."""
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "mods" / "probe_mod.py").write_text(_PROBE)
+    (tmp_path / "work").mkdir()
+    return {"PYTHONPATH": str(tmp_path / "mods"), "PROBE": "x", "PATH": os.environ["PATH"]}
+
+
+def _client(env: dict[str, str], cwd: Path, *args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-I", "-S", CLIENT, "-m", "probe_mod", *args],
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
+
+
+def test_a_handed_over_process_runs_as_python_m_would_from_the_server(server, probe, tmp_path):
+    path, server_pid, _ = server
+    env = {**probe, fork_server.ENV_VAR: path, "PROBE_EXIT": "3"}
+    client = _client(env, tmp_path / "work", "a", "b c")
+    out, err = client.communicate(timeout=30)
+    facts = json.loads(out)
+    assert client.returncode == 3, err
+    assert facts["ppid"] == server_pid  # forked by the server, not started by the client
+    assert facts["preloaded"]  # with the server's imports
+    assert facts["argv"] == ["a", "b c"]
+    assert facts["cwd"] == str(tmp_path / "work")
+    assert facts["probe"] == "x"
+    assert facts["name"] == "__main__"
+    assert err == "to stderr\n"
+
+
+def test_the_client_forwards_sigterm_to_the_handed_over_process(server, probe, tmp_path):
+    path, _, _ = server
+    client = _client({**probe, fork_server.ENV_VAR: path}, tmp_path / "work", "--block")
+    facts = json.loads(client.stdout.readline())
+    client.send_signal(signal.SIGTERM)
+    assert client.wait(30) == 1  # it ended without an exit status of its own
+    wait_until(lambda: not _alive(facts["pid"]), 10, "the handed-over process to end")
+
+
+def test_without_a_server_the_client_starts_the_process_itself(probe, tmp_path):
+    not_a_socket = tmp_path / "not-a-socket"
+    not_a_socket.write_text("")
+    env = {**probe, fork_server.ENV_VAR: str(not_a_socket), "PROBE_EXIT": "4"}
+    client = _client(env, tmp_path / "work", "a")
+    out, _ = client.communicate(timeout=30)
+    facts = json.loads(out)
+    assert client.returncode == 4
+    assert facts["pid"] == client.pid  # the client became the process (exec)
+    assert facts["argv"] == ["a"]
+    assert not facts["preloaded"]
+
+
+def test_the_server_ends_with_the_process_that_forked_it_and_removes_its_socket(server):
+    path, server_pid, daemon = server
+    daemon.stdin.close()
+    daemon.wait(10)
+    wait_until(lambda: not os.path.exists(path), 10, "the socket to be removed")
+    wait_until(lambda: not _alive(server_pid), 10, "the server to end")
+
+
+def test_the_launcher_hands_over_only_the_driver_schema_process(probe, tmp_path):
+    launcher = fork_server.launcher(sys.executable, tmp_path / "launchers")
+    assert fork_server.launcher(sys.executable, tmp_path / "launchers") == launcher  # reused
+    text = launcher.read_text()
+    assert f'case "$2" in {fork_server.FORKED_MODULES[0]})' in text
+    # any other module: the interpreter itself, with the same arguments, even with a server set
+    env = {**probe, fork_server.ENV_VAR: str(tmp_path / "unused.sock")}
+    run = subprocess.run(
+        [str(launcher), "-m", "probe_mod", "z"],
+        env=env,
+        cwd=tmp_path / "work",
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    facts = json.loads(run.stdout)
+    assert facts["ppid"] == os.getpid()
+    assert facts["argv"] == ["z"]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize(
+    ("extra", "python", "on"),
+    [
+        ({}, None, True),
+        ({}, sys.executable, True),
+        ({"spark.master": "spark://127.0.0.1:7077"}, None, False),
+        ({"spark.python.daemon.module": "pyspark.daemon"}, None, False),
+        ({"spark.pyspark.python": sys.executable}, None, False),
+        ({}, "/usr/bin/python3-other", False),
+        ({f"spark.executorEnv.{fork_server.ENV_VAR}": ""}, None, False),
+    ],
+)
+def test_a_local_session_with_streamtables_daemon_gets_the_launcher(
+    extra, python, on, tmp_path, monkeypatch
+):
+    from streamtable.runtime import spark as spark_module
+
+    monkeypatch.setenv("STREAMTABLE_LAUNCHER_HOME", str(tmp_path))
+    if python is None:
+        monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+    else:
+        monkeypatch.setenv("PYSPARK_PYTHON", python)
+    settings = {"spark.master": "local[2]", **spark_module._LOCAL_DEFAULTS, **extra}
+    before = dict(settings)
+    launcher = spark_module._fork_server_launcher(settings)
+    key = f"spark.executorEnv.{fork_server.ENV_VAR}"
+    if on:
+        assert launcher is not None and Path(launcher).parent == tmp_path
+        assert settings.pop(key).endswith(".sock")
+        assert settings == before
+    else:
+        assert launcher is None
+        assert settings == before
+
+
+def test_a_new_socket_path_removes_the_sockets_of_drivers_that_are_gone(tmp_path, monkeypatch):
+    monkeypatch.setattr(fork_server.tempfile, "gettempdir", lambda: str(tmp_path))
+    folder = Path(fork_server.socket_path()).parent
+    folder.mkdir(mode=0o700)
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        text=True,
+        capture_output=True,
+        check=True,
+    )
+    stale = folder / f"{int(gone.stdout)}-0123abcd.sock"
+    mine = folder / f"{os.getpid()}-0123abcd.sock"
+    other = folder / "notes.txt"
+    for f in (stale, mine, other):
+        f.write_text("")
+    fork_server.socket_path()
+    assert sorted(p.name for p in folder.iterdir()) == sorted([mine.name, other.name])
