@@ -31,6 +31,7 @@ _PROBE = textwrap.dedent(
         "pid": os.getpid(), "ppid": os.getppid(), "argv": sys.argv[1:], "cwd": os.getcwd(),
         "probe": os.environ.get("PROBE"), "name": __name__,
         "preloaded": "streamtable.runtime.fork_server" in sys.modules,
+        "stdin": sys.stdin.readline() if "--read" in sys.argv else None,
     }), flush=True)
     print("to stderr", file=sys.stderr, flush=True)
     if "--block" in sys.argv:
@@ -92,13 +93,14 @@ def _client(env: dict[str, str], cwd: Path, *args: str, **kw) -> subprocess.Pope
 def test_a_handed_over_process_runs_as_python_m_would_from_the_server(server, probe, tmp_path):
     path, server_pid, _ = server
     env = {**probe, fork_server.ENV_VAR: path, "PROBE_EXIT": "3"}
-    client = _client(env, tmp_path / "work", "a", "b c")
-    out, err = client.communicate(timeout=30)
+    client = _client(env, tmp_path / "work", "a", "b c", "--read")
+    out, err = client.communicate("from the client's stdin\n", timeout=30)
     facts = json.loads(out)
     assert client.returncode == 3, err
     assert facts["ppid"] == server_pid  # forked by the server, not started by the client
     assert facts["preloaded"]  # with the server's imports
-    assert facts["argv"] == ["a", "b c"]
+    assert facts["argv"] == ["a", "b c", "--read"]
+    assert facts["stdin"] == "from the client's stdin\n"
     assert facts["cwd"] == str(tmp_path / "work")
     assert facts["probe"] == "x"
     assert facts["name"] == "__main__"
@@ -135,25 +137,62 @@ def test_the_server_ends_with_the_process_that_forked_it_and_removes_its_socket(
     wait_until(lambda: not _alive(server_pid), 10, "the server to end")
 
 
-def test_the_launcher_hands_over_only_the_driver_schema_process(probe, tmp_path):
+def test_the_launcher_hands_over_only_the_driver_schema_process(server, probe, tmp_path):
+    path, server_pid, _ = server
     launcher = fork_server.launcher(sys.executable, tmp_path / "launchers")
     assert fork_server.launcher(sys.executable, tmp_path / "launchers") == launcher  # reused
-    text = launcher.read_text()
-    assert f'case "$2" in {fork_server.FORKED_MODULES[0]})' in text
-    # any other module: the interpreter itself, with the same arguments, even with a server set
-    env = {**probe, fork_server.ENV_VAR: str(tmp_path / "unused.sock")}
-    run = subprocess.run(
-        [str(launcher), "-m", "probe_mod", "z"],
-        env=env,
-        cwd=tmp_path / "work",
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
+    env = {**probe, fork_server.ENV_VAR: path}
+
+    def facts_of(script: Path) -> dict:
+        run = subprocess.run(
+            [str(script), "-m", "probe_mod", "z"],
+            env=env,
+            cwd=tmp_path / "work",
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
+        return json.loads(run.stdout)
+
+    # any other module: the interpreter itself, with the same arguments, though a server runs
+    facts = facts_of(launcher)
+    assert (facts["ppid"], facts["preloaded"], facts["argv"]) == (os.getpid(), False, ["z"])
+    # a module it hands over goes to the server (the same script, made for that module)
+    handing = fork_server.launcher(sys.executable, tmp_path / "launchers", ("probe_mod",))
+    assert handing != launcher
+    facts = facts_of(handing)
+    assert (facts["ppid"], facts["preloaded"], facts["argv"]) == (server_pid, True, ["z"])
+
+
+def test_a_client_does_not_hand_over_to_a_socket_in_a_folder_others_can_open(probe, tmp_path):
+    """The request carries the environment (Spark's worker secret): another user who made the
+    folder first and listens there gets nothing; the client starts the process itself."""
+    folder = tmp_path / "open"
+    folder.mkdir(mode=0o777)
+    folder.chmod(0o777)
+    path = str(folder / "s.sock")
+    daemon = subprocess.Popen(
+        [sys.executable, "-c", _DAEMON, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE
     )
-    facts = json.loads(run.stdout)
-    assert facts["ppid"] == os.getpid()
-    assert facts["argv"] == ["z"]
+    try:
+        # the server itself refuses such a folder; a listener of "someone else" stands in
+        assert daemon.stdout.readline().strip() == b"None"
+        import socket
+
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path)
+        listener.listen(1)
+        listener.setblocking(False)
+        client = _client({**probe, fork_server.ENV_VAR: path}, tmp_path / "work")
+        out, _ = client.communicate(timeout=30)
+        assert json.loads(out)["pid"] == client.pid  # started by itself
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # never connected
+        listener.close()
+    finally:
+        daemon.stdin.close()
+        daemon.wait(10)
 
 
 def _alive(pid: int) -> bool:

@@ -29,6 +29,7 @@ instead of a status exits 1.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import gc
 import hashlib
@@ -41,6 +42,7 @@ import socket
 import struct
 import sys
 import tempfile
+import threading
 import traceback
 import uuid
 from pathlib import Path
@@ -55,6 +57,8 @@ ENV_VAR = "STREAMTABLE_FORK_SERVER"
 FORKED_MODULES = ("pyspark.sql.streaming.transform_with_state_driver_worker",)
 #: Seconds between checks that the daemon that forked the server still runs.
 _PARENT_CHECK_S = 0.5
+#: Seconds a client has to send its request.
+_REQUEST_TIMEOUT_S = 5.0
 
 
 def socket_path() -> str:
@@ -88,7 +92,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def launcher(python: str, folder: Path) -> Path:
+def launcher(python: str, folder: Path, modules: tuple[str, ...] = FORKED_MODULES) -> Path:
     """The launcher script for Spark's Python processes (written on first use).
 
     Parameters
@@ -96,26 +100,29 @@ def launcher(python: str, folder: Path) -> Path:
     python : str
         The interpreter it runs (the driver's ``sys.executable``).
     folder : pathlib.Path
-        Where launchers are kept; one file per interpreter and client path.
+        Where launchers are kept; one file per interpreter, client path and modules.
+    modules : tuple of str
+        The modules handed to the server (default :data:`FORKED_MODULES`).
 
     Returns
     -------
     pathlib.Path
         An executable ``/bin/sh`` script: ``<script> -m <module> ...`` runs
         :mod:`streamtable.runtime.fork_client` with the same arguments when ``<module>`` is one
-        of :data:`FORKED_MODULES` and ``$STREAMTABLE_FORK_SERVER`` is set, else execs
-        ``python`` with its arguments unchanged.
+        of ``modules`` and ``$STREAMTABLE_FORK_SERVER`` is set, else execs ``python`` with its
+        arguments unchanged.
 
     Raises
     ------
     OSError
-        If the folder or the script cannot be written.
+        If the folder or the script cannot be written, or the script cannot be executed there
+        (a ``noexec`` mount).
     """
     client = str(Path(__file__).with_name("fork_client.py"))
-    for s in (python, client):
-        if "'" in s or "\n" in s:
+    for s in (python, client, *modules):
+        if any(c in s for c in "'\n|)*?[ "):
             raise OSError(f"cannot quote {s!r} in a launcher script")
-    cases = "|".join(FORKED_MODULES)
+    cases = "|".join(modules)
     text = (
         "#!/bin/sh\n"
         "# streamtable: Spark's Python for a local session (streamtable.runtime.fork_server)\n"
@@ -132,6 +139,8 @@ def launcher(python: str, folder: Path) -> Path:
         tmp.write_text(text)
         tmp.chmod(0o755)
         os.replace(tmp, path)
+        if not os.access(path, os.X_OK):
+            raise OSError(f"{path} cannot be executed (a noexec mount?)")
     return path
 
 
@@ -155,35 +164,47 @@ def start(path: str) -> int | None:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         listener.bind(path)
         listener.listen(16)
+        made = _identity(path)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        parent = os.getpid()
+        pid = os.fork()
     except OSError as e:
         print(f"streamtable: no fork server at {path}: {e}", file=sys.stderr)
         return None
-    sys.stdout.flush()
-    sys.stderr.flush()
-    parent = os.getpid()
-    pid = os.fork()
     if pid:
         listener.close()
         return pid
     code = 0
     try:
-        _serve(listener, path, parent)
+        _serve(listener, path, made, parent)
     except SystemExit:
         pass
     except BaseException:  # pragma: no cover - a crash of the server: clients fall back
         traceback.print_exc()
         code = 1
     finally:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+        # not a socket another daemon's server bound at the same path since (Spark keeps a
+        # daemon per worker environment: each forks a server)
+        if _identity(path) == made:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
     os._exit(code)
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    try:
+        info = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
 
 
 def _stop(signum: int, _frame: object) -> None:
     raise SystemExit(0)
 
 
-def _serve(listener: socket.socket, path: str, parent: int) -> None:
+def _serve(listener: socket.socket, path: str, made: tuple[int, int] | None, parent: int) -> None:
     signal.signal(signal.SIGHUP, _stop)  # as the daemon's workers: its shutdown ends the server
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -193,9 +214,10 @@ def _serve(listener: socket.socket, path: str, parent: int) -> None:
     gc.freeze()
     sel = selectors.DefaultSelector()
     sel.register(listener, selectors.EVENT_READ)
-    while os.getppid() == parent and os.path.exists(path):
+    while os.getppid() == parent and _identity(path) == made:
         if sel.select(_PARENT_CHECK_S):
             conn, _ = listener.accept()
+            conn.settimeout(_REQUEST_TIMEOUT_S)  # a stalled client does not stop the others
             try:
                 _check_peer(conn)
                 _fork_child(conn, listener)
@@ -241,6 +263,7 @@ def _fork_child(conn: socket.socket, listener: socket.socket) -> None:
         sys.stderr.flush()
         if os.fork() == 0:
             listener.close()
+            conn.settimeout(None)
             code = _run(conn, fds, request)
             os._exit(code)
     finally:
@@ -252,11 +275,15 @@ def _run(conn: socket.socket, fds: list[int], request: dict[str, Any]) -> int:
     """In the child: become the process the client would have started, run the module."""
     code = 1
     try:
-        for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGCHLD, signal.SIGPIPE):
+        atexit._clear()  # the server's (none of this process's own)
+        for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # as Python sets it at start
         signal.signal(signal.SIGINT, signal.default_int_handler)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
+        for fd in fds:
+            os.close(fd)
         conn.sendall(struct.pack(">q", os.getpid()))
         os.environ.clear()
         os.environ.update(request["env"])
@@ -275,6 +302,11 @@ def _run(conn: socket.socket, fds: list[int], request: dict[str, Any]) -> int:
             code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
             if not isinstance(e.code, int | None):
                 print(e.code, file=sys.stderr)
+        # as the interpreter's exit: wait for the threads it started, run its exit functions
+        for t in threading.enumerate():
+            if t is not threading.current_thread() and not t.daemon:
+                t.join()
+        atexit._run_exitfuncs()
     except BaseException:
         traceback.print_exc()
         code = 1

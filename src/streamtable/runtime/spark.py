@@ -173,8 +173,9 @@ def _fork_server_launcher(settings: dict[str, str]) -> str | None:
     The daemon forks :mod:`streamtable.runtime.fork_server` on a new socket path
     (``spark.executorEnv.STREAMTABLE_FORK_SERVER``, added to ``settings``), and the returned
     launcher, Spark's Python for the session, hands it the process Spark starts on the driver
-    to plan a stateful query. None (nothing changed): not a local master, streamtable's daemon
-    not in use, Spark's Python chosen by the user (``spark.pyspark.python``,
+    to plan a stateful query. None (nothing changed): not a local master (``local``,
+    ``local[...]``; ``local-cluster`` has executors of its own), streamtable's daemon not in
+    use, Spark's Python chosen by the user (``spark.pyspark.python`` set, or
     ``$PYSPARK_PYTHON`` naming another interpreter), the server turned off
     (``spark.executorEnv.STREAMTABLE_FORK_SERVER`` set, e.g. to ``""``), or no launcher
     could be written.
@@ -182,7 +183,7 @@ def _fork_server_launcher(settings: dict[str, str]) -> str | None:
     key = f"spark.executorEnv.{fork_server.ENV_VAR}"
     chosen = os.environ.get("PYSPARK_PYTHON")
     if (
-        not settings["spark.master"].startswith("local")
+        not (settings["spark.master"] == "local" or settings["spark.master"].startswith("local["))
         or settings.get("spark.python.daemon.module")
         != _LOCAL_DEFAULTS["spark.python.daemon.module"]
         or "spark.pyspark.python" in settings
