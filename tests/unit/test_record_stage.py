@@ -147,3 +147,36 @@ def test_windowed_codec_matches_kafka_time_windowed_serde():
 
 def test_long_column_codec_is_identity():
     assert LongColumnCodec().decode_many([1, None]) == [1, None]
+
+
+class _NoEquality:
+    """A value that cannot be compared (as a numpy array's ``==`` gives no bool)."""
+
+    def __eq__(self, other):
+        raise TypeError("no ==")
+
+    __hash__ = object.__hash__
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        (["a", "b"], [b"", b""]),  # all present: built from one buffer
+        (["a", None, "c"], [b"", None, b""]),
+        ([_NoEquality(), None], [b"", None]),
+        ([_NoEquality()], [b""]),
+    ],
+)
+def test_a_native_counts_input_carries_only_whether_each_value_is_null(values, expected):
+    from streamtable.compiler.codecs import PresenceCodec
+
+    stage = RecordStage(
+        ops=(op(RecordOpKind.FLAT_MAP_VALUES, lambda _v: values),),
+        in_key=STR,
+        in_value=STR,
+        out_key=STR,
+        out_value=PresenceCodec(),
+    )
+    out = run(stage, [(b"k", b"line", 1, 0, 0)])
+    assert [r["value"] for r in out] == expected
+    assert [r["key"] for r in out] == [b"k"] * len(expected)

@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streamtable.compiler.codecs import Codec
+from streamtable.compiler.codecs import Codec, PresenceCodec
 from streamtable.compiler.dead_letters import (
     DESERIALIZATION,
     PROCESSING,
@@ -68,6 +68,8 @@ VALUE_CHANGING = {
 
 
 #: Extractors that return the record timestamp unchanged (no per-record call needed).
+#: The types of values Arrow encodes as UTF-8 itself (str subclasses take the serde).
+_STR_OR_NONE = frozenset({str, type(None)})
 _RECORD_TIMESTAMP = (RecordTimestamp, LogAndSkipOnInvalidTimestamp, FailOnInvalidTimestamp)
 
 
@@ -373,12 +375,12 @@ class RecordStage:
         )
 
     def _encode_arrow(self, codec: Codec, objs: list[Any], what: str) -> pa.Array:
+        types = set(map(type, objs))  # (not `None in objs`: it would call each one's __eq__)
+        if isinstance(codec, PresenceCodec) and type(None) not in types:
+            # every value present (a native count's input): n empty binaries, from one buffer
+            return _empty_binaries(len(objs))
         serde = codec.serde()
-        if (
-            serde is not None
-            and serde.kind == "string"
-            and all(type(o) is str or o is None for o in objs)
-        ):
+        if serde is not None and serde.kind == "string" and types <= _STR_OR_NONE:
             # Arrow encodes UTF-8 in C; lone surrogates (which Java replaces) take the slow path
             try:
                 return pa.array(objs, pa.string()).cast(pa.binary())
@@ -764,3 +766,14 @@ class RecordStage:
             [origin[j] for j in keep],
             None if sub is None else [sub[j] for j in keep],
         )
+
+
+def _empty_binaries(n: int) -> pa.Array:
+    """``n`` empty (not null) binary values: one zeroed offsets buffer, no Python objects.
+
+    >>> _empty_binaries(3).to_pylist()
+    [b'', b'', b'']
+    """
+    return pa.Array.from_buffers(
+        pa.binary(), n, [None, pa.py_buffer(bytes(4 * (n + 1))), pa.py_buffer(b"")]
+    )
