@@ -121,9 +121,10 @@ def test_without_a_server_the_client_starts_the_process_itself(probe, tmp_path):
     not_a_socket.write_text("")
     env = {**probe, fork_server.ENV_VAR: str(not_a_socket), "PROBE_EXIT": "4"}
     client = _client(env, tmp_path / "work", "a")
-    out, _ = client.communicate(timeout=30)
+    out, err = client.communicate(timeout=30)
     facts = json.loads(out)
     assert client.returncode == 4
+    assert err.startswith(f"streamtable: no fork server answered at {str(not_a_socket)!r}"), err
     assert facts["pid"] == client.pid  # the client became the process (exec)
     assert facts["argv"] == ["a"]
     assert not facts["preloaded"]

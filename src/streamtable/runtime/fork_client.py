@@ -91,6 +91,13 @@ def main(argv: list[str]) -> int:
             head = None
     if head is None:  # no server, or it could not fork: start the process as Spark would
         conn.close()
+        waited = WAIT_S - max(0.0, deadline - time.monotonic())
+        print(
+            f"streamtable: no fork server answered at {path!r} (waited {waited:.2f} s); "
+            f"starting {' '.join(argv)} as Spark would",
+            file=sys.stderr,
+            flush=True,
+        )
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
         if pending:
