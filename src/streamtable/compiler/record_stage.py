@@ -67,9 +67,9 @@ VALUE_CHANGING = {
 }
 
 
-#: Extractors that return the record timestamp unchanged (no per-record call needed).
 #: The types of values Arrow encodes as UTF-8 itself (str subclasses take the serde).
 _STR_OR_NONE = frozenset({str, type(None)})
+#: Extractors that return the record timestamp unchanged (no per-record call needed).
 _RECORD_TIMESTAMP = (RecordTimestamp, LogAndSkipOnInvalidTimestamp, FailOnInvalidTimestamp)
 
 
@@ -375,12 +375,14 @@ class RecordStage:
         )
 
     def _encode_arrow(self, codec: Codec, objs: list[Any], what: str) -> pa.Array:
-        types = set(map(type, objs))  # (not `None in objs`: it would call each one's __eq__)
-        if isinstance(codec, PresenceCodec) and type(None) not in types:
+        if isinstance(codec, PresenceCodec):
             # every value present (a native count's input): n empty binaries, from one buffer
-            return _empty_binaries(len(objs))
+            # (not `None in objs`: it would call each value's __eq__)
+            if type(None) not in set(map(type, objs)):
+                return _empty_binaries(len(objs))
+            return pa.array(self._encode(codec, objs, what), pa.binary())
         serde = codec.serde()
-        if serde is not None and serde.kind == "string" and types <= _STR_OR_NONE:
+        if serde is not None and serde.kind == "string" and set(map(type, objs)) <= _STR_OR_NONE:
             # Arrow encodes UTF-8 in C; lone surrogates (which Java replaces) take the slow path
             try:
                 return pa.array(objs, pa.string()).cast(pa.binary())

@@ -48,6 +48,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from streamtable.platform._process import pid_alive
+
 #: The environment variable with the server's socket path (set for Spark's Python processes
 #: through ``spark.executorEnv``); empty or unset: no server.
 ENV_VAR = "STREAMTABLE_FORK_SERVER"
@@ -76,20 +78,10 @@ def socket_path() -> str:
     with contextlib.suppress(OSError):
         for name in os.listdir(folder):
             pid, _, rest = name.partition("-")
-            if rest.endswith(".sock") and pid.isdigit() and not _alive(int(pid)):
+            if rest.endswith(".sock") and pid.isdigit() and not pid_alive(int(pid)):
                 with contextlib.suppress(OSError):
                     os.unlink(os.path.join(folder, name))
     return os.path.join(folder, f"{os.getpid()}-{uuid.uuid4().hex[:8]}.sock")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 def launcher(python: str, folder: Path, modules: tuple[str, ...] = FORKED_MODULES) -> Path:
