@@ -93,3 +93,21 @@ SPARK_LINE = re.compile(
     r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR) |Python worker|^%\d\|\d+",
     re.M,
 )
+
+
+def kafka_clients_alive() -> int:
+    """How many librdkafka clients (producers, consumers, admin clients) this process holds.
+
+    Each client runs one native thread named ``rdk:main`` (Linux thread names), from its
+    creation until it is destroyed, which confluent-kafka does when its last reference goes.
+    """
+    import os
+
+    count = 0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                count += f.read().strip() == "rdk:main"
+        except OSError:  # the thread ended meanwhile
+            pass
+    return count

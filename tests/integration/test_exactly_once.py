@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from datetime import timedelta
 
-from _support import ensure_topics, produce_records, read_topic, wait_until
+from _support import ensure_topics, kafka_clients_alive, produce_records, read_topic, wait_until
 from streamtable import KafkaStreams, Serdes, StreamsBuilder
 from streamtable.runtime.task_output import (
     OutputSpec,
@@ -58,6 +58,30 @@ def test_exactly_once_output_is_transactional_and_carries_event_time(
     for vs in seen.values():  # running sums of non-negative values: no update emitted twice
         assert len(vs) == len(set(vs)) or vs.count(0) > 1
     assert marker_topic(cfg["application.id"]) in kafka_broker.topics()
+
+
+def test_a_closed_application_holds_no_kafka_client(kafka_broker, spark, topic_name, app_config):
+    # Kafka Streams' close() closes its clients. One that a closed application kept (it stays
+    # referenced until the program ends) would log the broker's shutdown on the console.
+    bs = kafka_broker.bootstrap_servers
+    src, echo, sums = topic_name("in"), topic_name("echo"), topic_name("sums")
+    ensure_topics(bs, {src: 1, echo: 1, sums: 1})
+    produce_records(bs, src, [(b"k", struct.pack(">q", 1), 1_000_000)])
+    before = kafka_clients_alive()
+    app = KafkaStreams(
+        _topology(src, echo, sums), app_config(**{"processing.guarantee": "exactly_once_v2"})
+    )
+    app.start()
+    try:
+        app.await_caught_up(timeout=timedelta(minutes=3))
+        assert kafka_clients_alive() > before  # the count sees the application's clients
+    finally:
+        app.close()
+    wait_until(
+        lambda: kafka_clients_alive() == before,
+        10,
+        lambda: f"{kafka_clients_alive() - before} Kafka client(s) alive after close()",
+    )
 
 
 def test_a_replayed_batch_is_not_written_again(kafka_broker, topic_name):

@@ -41,12 +41,26 @@ RECORD_FILE = "transactional-ids.json"
 Slot = int | str
 
 
+def fencing_config(spec: OutputSpec, tid: str) -> dict:
+    """The config of the producer that fences ``tid``: the task's, but with librdkafka's
+    warnings off unless ``producer.log_level`` sets them.
+
+    Its warnings are retried steps of ``init_transactions`` (e.g. "Failed to acquire
+    transactional PID ... Not coordinator: retrying" while a new broker loads its transaction
+    coordinator), printed by librdkafka on the application's console; a fencing that does not
+    succeed raises instead.
+    """
+    conf = _transactional_config(spec, tid)
+    conf.setdefault("log_level", 3)
+    return conf
+
+
 def _fence(jobs: Sequence[tuple[OutputSpec, Slot]]) -> None:
     from confluent_kafka import Producer
 
     def fence(spec: OutputSpec, p: Slot) -> None:
         tid = transactional_id(spec.application_id, spec.stage, p)
-        producer = Producer(_transactional_config(spec, tid))
+        producer = Producer(fencing_config(spec, tid))
         timeout_s = spec.timeout_ms / 1000.0
         _with_retries(
             f"init_transactions of {tid!r}",

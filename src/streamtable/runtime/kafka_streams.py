@@ -544,8 +544,9 @@ class KafkaStreams:
             self._ledger.update(self._queries)
             if self._group_offsets is not None:
                 self._group_offsets.update(self._queries)
-            if self._purger is not None:
-                self._purger.update(self._queries)
+            purger = self._purger  # close() drops it
+            if purger is not None:
+                purger.update(self._queries)
             if self._replica is not None:
                 self._report_batches()
             if self._connectors is not None:
@@ -670,6 +671,10 @@ class KafkaStreams:
             self._group_offsets.close()
         if self._replica is not None:
             self._replica.close()
+        # the purger holds the start's admin client: librdkafka clients live until their last
+        # reference goes, and one kept by a closed application would log the broker's
+        # disappearance on the console (Kafka Streams' close() closes its admin client)
+        self._purger = None
         self._release_state_dir()
         self._transition(State.NOT_RUNNING)
         return ok
