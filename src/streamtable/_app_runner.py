@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["run_in_foreground"]
+__all__ = ["run_in_foreground", "sigterm_exits"]
 
 log = logging.getLogger("streamtable")
 
@@ -140,3 +140,33 @@ def _ignored(signum: int) -> Iterator[None]:
         yield
     finally:
         signal.signal(signum, previous)
+
+
+#: The exit status of a JVM, and so of a Kafka Streams application, that SIGTERM stopped.
+SIGTERM_EXIT_STATUS = 128 + signal.SIGTERM
+
+
+@contextmanager
+def sigterm_exits() -> Iterator[None]:
+    """While the block runs, SIGTERM raises ``SystemExit(143)`` in the main thread, so that its
+    ``finally`` blocks and context managers run, as on Ctrl-C (Python's own SIGTERM ends the
+    process at once).
+
+    For commands that start services of their own (a demo's embedded broker, PostgreSQL, Kafka
+    Connect): those run in their own process groups and would outlive a terminated process.
+    Further SIGTERMs are ignored while the block unwinds, as a JVM ignores them while its
+    shutdown hooks run. Does nothing outside the main thread.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(_signum: int, _frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise SystemExit(SIGTERM_EXIT_STATUS)
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

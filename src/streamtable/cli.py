@@ -958,8 +958,14 @@ def audit_cmd(
 
 # --------------------------------------------------------------------------- demos
 @cli.group()
-def demo() -> None:
+@click.pass_context
+def demo(ctx: click.Context) -> None:
     """Run a demo job on real data (embedded broker unless --bootstrap-servers is given)."""
+    from streamtable._app_runner import sigterm_exits
+
+    # SIGTERM (`timeout`, `docker stop`) stops the demo's embedded broker, PostgreSQL and
+    # Kafka Connect as Ctrl-C does, instead of leaving them running; exit status 143
+    ctx.with_resource(sigterm_exits())
 
 
 @demo.command("flights")
