@@ -19,7 +19,7 @@ import contextlib
 from collections.abc import Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from streamtable.platform._process import read_state, write_state
 from streamtable.runtime.task_output import (
@@ -41,7 +41,7 @@ RECORD_FILE = "transactional-ids.json"
 Slot = int | str
 
 
-def fencing_config(spec: OutputSpec, tid: str) -> dict:
+def fencing_config(spec: OutputSpec, tid: str) -> dict[str, Any]:
     """The config of the producer that fences ``tid``: the task's, but with librdkafka's
     warnings off unless ``producer.log_level`` sets them.
 
