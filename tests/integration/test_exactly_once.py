@@ -78,7 +78,7 @@ def test_a_closed_application_holds_no_kafka_client(kafka_broker, spark, topic_n
     finally:
         app.close()
     wait_until(
-        lambda: kafka_clients_alive() == before,
+        lambda: kafka_clients_alive() <= before,  # (a client of an earlier test may go too)
         10,
         lambda: f"{kafka_clients_alive() - before} Kafka client(s) alive after close()",
     )
