@@ -154,14 +154,19 @@ def sigterm_exits() -> Iterator[None]:
 
     For commands that start services of their own (a demo's embedded broker, PostgreSQL, Kafka
     Connect): those run in their own process groups and would outlive a terminated process.
-    Further SIGTERMs are ignored while the block unwinds, as a JVM ignores them while its
-    shutdown hooks run. Does nothing outside the main thread.
+    Once SIGTERM has arrived, further SIGTERMs are ignored until the process exits (its
+    ``atexit`` hooks, which stop what is left, included), as a JVM ignores them while its
+    shutdown hooks run. Without a SIGTERM the previous handler is restored after the block.
+    Does nothing outside the main thread.
     """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    fired = False
 
     def handler(_signum: int, _frame: Any) -> None:
+        nonlocal fired
+        fired = True
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise SystemExit(SIGTERM_EXIT_STATUS)
 
@@ -169,4 +174,5 @@ def sigterm_exits() -> Iterator[None]:
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if not fired:
+            signal.signal(signal.SIGTERM, previous)

@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from _support import SPARK_LINE
 
 
@@ -83,9 +85,16 @@ def _gone(pid: int) -> bool:
         return True
 
 
-def test_sigterm_stops_a_demo_and_its_embedded_broker(tmp_path):
+def _query_started(state_dir) -> bool:
+    """True once a streaming query has written an offset log under ``state_dir``."""
+    return any(p.is_dir() for p in state_dir.glob("**/offsets"))
+
+
+@pytest.mark.parametrize("moment", ["broker started", "query running"])
+def test_sigterm_stops_a_demo_and_its_embedded_broker(tmp_path, moment):
     # the embedded broker runs in its own process group: Python's own SIGTERM would end the
-    # demo at once and leave the broker running
+    # demo at once and leave the broker running. While a query runs, the signal may land in
+    # the middle of a call into Spark's JVM.
     import os
     import signal
 
@@ -105,9 +114,18 @@ def test_sigterm_stops_a_demo_and_its_embedded_broker(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
+
+    def broker_started() -> set[int]:
+        if demo.poll() is not None:
+            pytest.fail(f"the demo ended first ({demo.returncode}): {demo.communicate()}")
+        found = _broker_children(demo.pid)
+        if moment == "query running" and not _query_started(tmp_path / "state"):
+            return set()
+        return found
+
     brokers: set[int] = set()
     try:
-        brokers = wait_until(lambda: _broker_children(demo.pid), 120, "the demo's broker JVM")
+        brokers = wait_until(broker_started, 120, "the demo's broker JVM")
         demo.send_signal(signal.SIGTERM)
         out, err = demo.communicate(timeout=120)
         wait_until(

@@ -30,8 +30,13 @@ def kafka_cluster(bootstrap_servers: str | None) -> Iterator[str]:
     with EmbeddedKafka() as kafka:
         try:
             yield kafka.bootstrap_servers
-        finally:
-            _stop_spark()
+        except BaseException:
+            # e.g. SIGTERM or Ctrl-C in the middle of a call into Spark's JVM, which can leave
+            # its py4j connection unusable: the error being raised is the one to report
+            with contextlib.suppress(Exception):
+                _stop_spark()
+            raise
+        _stop_spark()
 
 
 def _stop_spark() -> None:

@@ -29,7 +29,22 @@ class KafkaAdmin:
             "socket.connection.setup.timeout.ms": timeout_ms,
         }
         conf.update(config or {})
-        self._admin = AdminClient(conf)
+        self._admin: AdminClient | None = AdminClient(conf)
+
+    def close(self) -> None:
+        """Destroy the client now: it stops connecting to the brokers.
+
+        confluent-kafka destroys a client when its last reference goes, and a reference can
+        outlive its use: an exception's traceback keeps the frames that held it.
+        """
+        self._admin = None
+
+    def _client(self) -> AdminClient:
+        if self._admin is None:
+            raise StreamtableError(
+                f"The admin client of {self.bootstrap_servers!r} is closed (KafkaAdmin.close())."
+            )
+        return self._admin
 
     def topic_partitions(self, topics: Iterable[str] | None = None) -> dict[str, int]:
         """Partition counts of the existing topics (of ``topics``, or of all).
@@ -40,7 +55,7 @@ class KafkaAdmin:
             If no broker answers within the timeout.
         """
         try:
-            md = self._admin.list_topics(timeout=self.timeout_s)
+            md = self._client().list_topics(timeout=self.timeout_s)
         except KafkaException as e:
             raise BrokerUnreachableError(
                 f"No Kafka broker answered at bootstrap.servers={self.bootstrap_servers!r} within "
@@ -106,7 +121,7 @@ class KafkaAdmin:
         request = {TopicPartition(t, p): spec for t, n in partitions.items() for p in range(n)}
         if not request:
             return {}
-        futures = self._admin.list_offsets(request, request_timeout=self.timeout_s)
+        futures = self._client().list_offsets(request, request_timeout=self.timeout_s)
         out = {}
         for tp, fut in futures.items():
             try:
@@ -128,7 +143,7 @@ class KafkaAdmin:
         topics = list(topics)
         if not topics:
             return
-        futures = self._admin.delete_topics(topics, operation_timeout=self.timeout_s)
+        futures = self._client().delete_topics(topics, operation_timeout=self.timeout_s)
         for topic, fut in futures.items():
             try:
                 fut.result()
@@ -151,7 +166,7 @@ class KafkaAdmin:
             If the groups cannot be listed.
         """
         try:
-            result = self._admin.list_consumer_groups(request_timeout=self.timeout_s).result()
+            result = self._client().list_consumer_groups(request_timeout=self.timeout_s).result()
         except KafkaException as e:
             raise StreamtableError(f"Could not list the consumer groups: {e}") from None
         return sorted(g.group_id for g in result.valid or [])
@@ -167,7 +182,7 @@ class KafkaAdmin:
         group_ids = list(group_ids)
         if not group_ids:
             return
-        futures = self._admin.delete_consumer_groups(group_ids, request_timeout=self.timeout_s)
+        futures = self._client().delete_consumer_groups(group_ids, request_timeout=self.timeout_s)
         for group, fut in futures.items():
             try:
                 fut.result()
@@ -196,7 +211,7 @@ class KafkaAdmin:
         request = ConsumerGroupTopicPartitions(
             group_id, [TopicPartition(t, p, off) for (t, p), off in sorted(offsets.items())]
         )
-        futures = self._admin.alter_consumer_group_offsets(
+        futures = self._client().alter_consumer_group_offsets(
             [request], request_timeout=self.timeout_s
         )
         try:
@@ -251,7 +266,7 @@ class KafkaAdmin:
             return
         from confluent_kafka.admin import NewTopic
 
-        futures = self._admin.create_topics(
+        futures = self._client().create_topics(
             [
                 NewTopic(
                     name,
@@ -291,7 +306,7 @@ class KafkaAdmin:
         from confluent_kafka import TopicPartition
 
         tps = [TopicPartition(t, p, o) for (t, p), o in before.items()]
-        futures = self._admin.delete_records(tps, request_timeout=self.timeout_s)
+        futures = self._client().delete_records(tps, request_timeout=self.timeout_s)
         try:
             for f in futures.values():
                 f.result()

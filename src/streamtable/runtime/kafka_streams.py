@@ -164,6 +164,7 @@ class KafkaStreams:
     _group_offsets: GroupOffsetCommitter | None = None
     #: deletes committed records of the repartition topics between sub-topologies
     _purger: RepartitionPurger | None = None
+    _admin: KafkaAdmin | None = None
     #: the queryable stores' replica (interactive queries), when the topology has any
     _replica: Any = None
     #: the HTTP query service (application.server), from start() to close()
@@ -239,6 +240,11 @@ class KafkaStreams:
         except BaseException:
             self._stop_query_server()
             self._stop_metrics_server()
+            # its Kafka clients go with it; the stopped queries are not this app's
+            self._close_admin()
+            self._group_offsets.close(timeout_s=0)
+            self._group_offsets = None
+            self._queries, self._plans = [], []
             self._release_state_dir()
             raise
         if self._query_server is not None:
@@ -290,8 +296,11 @@ class KafkaStreams:
         except BaseException:
             # its fencing must not outlive this start (the state directory is released)
             wait([checks])
+            if checks.exception() is None:
+                checks.result()[0].close()
             raise
         admin, partitions, fenced, first_start = checks.result()
+        self._admin = admin
 
         from streamtable.compiler.frame import CompileContext
         from streamtable.compiler.plan import compile_topology
@@ -406,6 +415,16 @@ class KafkaStreams:
         admin = KafkaAdmin(
             cfg.bootstrap_servers, timeout_ms=cfg.request_timeout_ms, config=cfg.admin_config
         )
+        try:
+            return (admin, *self._check_and_fence_with(admin))
+        except BaseException:
+            admin.close()
+            raise
+
+    def _check_and_fence_with(
+        self, admin: KafkaAdmin
+    ) -> tuple[dict[str, int], set[tuple[str, int | str]], bool]:
+        cfg = self.config
         partitions = self._check_topics(admin)
         # before the fingerprint records this version's queries (it reads the last one's)
         adopt_renamed_checkpoints(self.topology, cfg)
@@ -418,7 +437,7 @@ class KafkaStreams:
             state_dir=cfg.state_dir,
         )
         fenced = fence_recorded(cfg) if cfg.processing_guarantee == "exactly_once_v2" else set()
-        return admin, partitions, fenced, first_start
+        return partitions, fenced, first_start
 
     def _check_topics(self, admin: KafkaAdmin) -> dict[str, int]:
         """Partition counts of the source, sink and dead-letter topics; raises
@@ -664,6 +683,11 @@ class KafkaStreams:
                     )
             except Exception:  # a failed query raises again on stop/await
                 pass
+        monitor = self._monitor
+        if monitor is not None and monitor is not threading.current_thread():
+            # a tick may be using the admin client or the offset committer (a handler that
+            # close()s from the monitor thread cannot wait for itself)
+            monitor.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         self._stop_audit()
         self._stop_metrics_server()
         if self._group_offsets is not None:
@@ -671,13 +695,19 @@ class KafkaStreams:
             self._group_offsets.close()
         if self._replica is not None:
             self._replica.close()
-        # the purger holds the start's admin client: librdkafka clients live until their last
-        # reference goes, and one kept by a closed application would log the broker's
-        # disappearance on the console (Kafka Streams' close() closes its admin client)
-        self._purger = None
+        self._close_admin()
         self._release_state_dir()
         self._transition(State.NOT_RUNNING)
         return ok
+
+    def _close_admin(self) -> None:
+        """Close the admin client of the start (the repartition purger's too), as Kafka
+        Streams' close() does: one left connected would log the broker's disappearance on the
+        console, for as long as anything (an exception's traceback) references it.
+        """
+        admin, self._admin, self._purger = self._admin, None, None
+        if admin is not None:
+            admin.close()
 
     def _release_state_dir(self) -> None:
         lock, self._state_dir_lock = self._state_dir_lock, None
@@ -760,6 +790,13 @@ class KafkaStreams:
         admin = KafkaAdmin(
             cfg.bootstrap_servers, timeout_ms=cfg.request_timeout_ms, config=cfg.admin_config
         )
+        try:
+            self._wait_caught_up(admin, timeout)
+        finally:
+            admin.close()
+
+    def _wait_caught_up(self, admin: KafkaAdmin, timeout: timedelta) -> None:
+        cfg = self.config
         targets = admin.end_offsets(self.topology.source_topics)
         deadline = time.monotonic() + timeout.total_seconds()
         # once every writer of a repartition topic has caught up (with its own inputs), the
