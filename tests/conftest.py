@@ -25,8 +25,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def kafka_broker(_streamtable_broker: Any) -> Any:
-    """The plugin's session broker (``streamtable.testing.pytest_plugin``), as an EmbeddedKafka."""
-    return _streamtable_broker
+    """The plugin's session broker (``streamtable.testing.pytest_plugin``), as an EmbeddedKafka.
+
+    Before it stops, the Kafka clients the tests' task outputs cached in this process are
+    closed: left connected, they would log the broker's shutdown at the end of the run.
+    """
+    yield _streamtable_broker
+    from streamtable.runtime.task_output import close_cached_clients
+
+    close_cached_clients()
 
 
 @pytest.fixture(scope="session")

@@ -48,9 +48,11 @@ def _stop_spark() -> None:
     from streamtable.runtime.task_output import close_cached_clients
 
     sc = SparkContext._active_spark_context
-    if sc is not None:
-        sc.stop()
-    close_cached_clients()
+    try:
+        if sc is not None:
+            sc.stop()
+    finally:
+        close_cached_clients()
 
 
 def ensure_topics(

@@ -39,12 +39,18 @@ class KafkaAdmin:
         """
         self._admin = None
 
+    @property
+    def closed(self) -> bool:
+        """True after :meth:`close`."""
+        return self._admin is None
+
     def _client(self) -> AdminClient:
-        if self._admin is None:
+        admin = self._admin  # once: close() may run in another thread
+        if admin is None:
             raise StreamtableError(
                 f"The admin client of {self.bootstrap_servers!r} is closed (KafkaAdmin.close())."
             )
-        return self._admin
+        return admin
 
     def topic_partitions(self, topics: Iterable[str] | None = None) -> dict[str, int]:
         """Partition counts of the existing topics (of ``topics``, or of all).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import threading
@@ -240,11 +241,21 @@ class KafkaStreams:
         except BaseException:
             self._stop_query_server()
             self._stop_metrics_server()
-            # its Kafka clients go with it; the stopped queries are not this app's
+            # nothing of a failed start keeps running (an interrupt may have come after the
+            # queries started) or keeps a Kafka client
+            for q in self._queries:
+                with contextlib.suppress(Exception):
+                    q.stop()
+            self._queries, self._plans = [], []
+            with contextlib.suppress(Exception):
+                self._stop_audit()
+            replica, self._replica = self._replica, None
+            if replica is not None:
+                with contextlib.suppress(Exception):
+                    replica.close()
             self._close_admin()
             self._group_offsets.close(timeout_s=0)
             self._group_offsets = None
-            self._queries, self._plans = [], []
             self._release_state_dir()
             raise
         if self._query_server is not None:
@@ -687,7 +698,11 @@ class KafkaStreams:
         if monitor is not None and monitor is not threading.current_thread():
             # a tick may be using the admin client or the offset committer (a handler that
             # close()s from the monitor thread cannot wait for itself)
-            monitor.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            # (at most as long as a failure handler is waited for elsewhere: the handler runs on
+            # the monitor thread and may be waiting for the thread that closes)
+            monitor.join(
+                HANDLER_WAIT_S if deadline is None else max(0.0, deadline - time.monotonic())
+            )
         self._stop_audit()
         self._stop_metrics_server()
         if self._group_offsets is not None:

@@ -96,6 +96,7 @@ class RepartitionPurger:
         try:
             self.admin.delete_records(todo)
         except StreamtableError as e:
-            log.warning("could not purge repartition topics: %s", e)
+            if not self.admin.closed:  # closed: the application is closing
+                log.warning("could not purge repartition topics: %s", e)
             return
         self.purged.update(todo)
