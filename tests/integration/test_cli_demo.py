@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from _support import SPARK_LINE
+from streamtable.platform._process import descendants, pid_alive
 
 
 def test_demo_wordcount_from_a_text_file_prints_counts_and_no_spark_log(kafka_broker, tmp_path):
@@ -45,44 +46,9 @@ def test_demo_wordcount_from_a_text_file_prints_counts_and_no_spark_log(kafka_br
     assert (tmp_path / "state" / "logs" / "spark.log").stat().st_size > 0
 
 
-def _broker_children(pid: int) -> set[int]:
-    """The Kafka broker JVMs whose parent is ``pid`` (Linux /proc)."""
-    import os
-
-    found = set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:  # ended meanwhile
-            continue
-        # "pid (comm) state ppid ...": comm may hold spaces, so split after its ")"
-        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
-        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
-        if ppid == pid and comm == "java":
-            try:
-                with open(f"/proc/{entry}/cmdline", "rb") as f:
-                    if b"\0kafka.Kafka\0" in f.read():
-                        found.add(int(entry))
-            except OSError:
-                continue
-    return found
-
-
-def _gone(pid: int) -> bool:
-    import os
-
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as f:  # a zombie, left for its parent to reap, is gone
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
+def _brokers_below(pid: int) -> set[int]:
+    """The Kafka broker JVMs that ``pid`` started (Linux /proc)."""
+    return {p for p in descendants(pid) if pid_alive(p, b"\0kafka.Kafka\0")}
 
 
 def _query_started(state_dir) -> bool:
@@ -118,7 +84,7 @@ def test_sigterm_stops_a_demo_and_its_embedded_broker(tmp_path, moment):
     def broker_started() -> set[int]:
         if demo.poll() is not None:
             pytest.fail(f"the demo ended first ({demo.returncode}): {demo.communicate()}")
-        found = _broker_children(demo.pid)
+        found = _brokers_below(demo.pid)
         if moment == "query running" and not _query_started(tmp_path / "state"):
             return set()
         return found
@@ -129,13 +95,15 @@ def test_sigterm_stops_a_demo_and_its_embedded_broker(tmp_path, moment):
         demo.send_signal(signal.SIGTERM)
         out, err = demo.communicate(timeout=120)
         wait_until(
-            lambda: all(_gone(p) for p in brokers), 30, f"broker processes {brokers} still run"
+            lambda: not any(pid_alive(p) for p in brokers),
+            30,
+            f"broker processes {brokers} still run",
         )
     finally:
         if demo.poll() is None:
             demo.kill()
         for pid in brokers:  # what a failed run leaves behind
-            if not _gone(pid):
+            if pid_alive(pid):
                 os.killpg(pid, signal.SIGKILL)
     assert demo.returncode == 143, out + err  # a JVM's status after SIGTERM
     assert not SPARK_LINE.search(out + err), out + err

@@ -382,19 +382,14 @@ class KafkaStreams:
             },
             cfg.repartition_purge_interval_ms,
         )
-        try:
-            if cfg.audit_topic is not None:
-                self._start_audit(admin, partitions)
-            for plan in plans:
-                if cfg.trigger == "available_now" and plan.reads_internal:
-                    self._await_writers(plan)
-                self._queries.append(self._start_query(plan))
-                self._plans.append(plan)
-        except Exception:
-            for q in self._queries:
-                q.stop()
-            self._stop_audit()
-            raise
+        # if one fails, start() stops the audit and the queries already started
+        if cfg.audit_topic is not None:
+            self._start_audit(admin, partitions)
+        for plan in plans:
+            if cfg.trigger == "available_now" and plan.reads_internal:
+                self._await_writers(plan)
+            self._queries.append(self._start_query(plan))
+            self._plans.append(plan)
         if self._changelogs:
             from streamtable.state.replica import StoreReplica
 
@@ -696,10 +691,9 @@ class KafkaStreams:
                 pass
         monitor = self._monitor
         if monitor is not None and monitor is not threading.current_thread():
-            # a tick may be using the admin client or the offset committer (a handler that
-            # close()s from the monitor thread cannot wait for itself)
-            # (at most as long as a failure handler is waited for elsewhere: the handler runs on
-            # the monitor thread and may be waiting for the thread that closes)
+            # a tick may be using the admin client or the offset committer. A failure handler
+            # runs on the monitor thread: one that close()s cannot wait for itself, and one
+            # waiting for this thread is waited for as long as elsewhere (HANDLER_WAIT_S)
             monitor.join(
                 HANDLER_WAIT_S if deadline is None else max(0.0, deadline - time.monotonic())
             )
