@@ -107,3 +107,49 @@ def test_sigterm_stops_a_demo_and_its_embedded_broker(tmp_path, moment):
                 os.killpg(pid, signal.SIGKILL)
     assert demo.returncode == 143, out + err  # a JVM's status after SIGTERM
     assert not SPARK_LINE.search(out + err), out + err
+
+
+def test_sigkill_of_a_demo_stops_its_embedded_broker(tmp_path):
+    # SIGKILL runs no cleanup in the demo: its watchdog (streamtable._watchdog) sees the pipe
+    # from the demo close and stops the broker it guards. Spark's JVM ends on its own when its
+    # stdin from the demo closes, and the watchdog exits after its work.
+    import os
+    import signal
+
+    from _support import wait_until
+
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "streamtable", "demo", "wordcount", "--state-dir", str(tmp_path)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    brokers: set[int] = set()
+    left: set[int] = set()
+    try:
+        brokers = wait_until(lambda: _brokers_below(demo.pid), 120, "the demo's broker JVM")
+        left = set(descendants(demo.pid))
+        demo.kill()
+        demo.wait(timeout=30)
+        wait_until(
+            lambda: not any(pid_alive(p) for p in left),
+            45,
+            lambda: (
+                f"processes of the killed demo still run: "
+                f"{ {p: _cmdline(p) for p in left if pid_alive(p)} }"
+            ),
+        )
+    finally:
+        if demo.poll() is None:
+            demo.kill()
+        for pid in left:  # what a failed run leaves behind
+            if pid_alive(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert brokers <= left
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")[:120]
+    except OSError:
+        return "?"

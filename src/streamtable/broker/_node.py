@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from streamtable import _watchdog
 from streamtable.errors import BrokerError
 from streamtable.runtime.jars import java_executable, resolve_jars
 
@@ -251,8 +252,9 @@ class KafkaNode:
         classpath : sequence of pathlib.Path
             The broker jars.
         detach : bool
-            Kept for the background broker: stdin is closed and the process does not share the
-            caller's session, so it survives the caller.
+            Kept for the background broker, which must survive the caller.  Otherwise the JVM
+            is guarded (:func:`streamtable._watchdog.guard`): if the caller dies without
+            stopping it, the JVM gets SIGTERM, then SIGKILL 10 s later.
         """
         cmd = self._java_cmd(classpath, MAIN_CLASS, str(self.properties_path))
         with open(self.console_path, "ab") as out:
@@ -265,6 +267,8 @@ class KafkaNode:
                 start_new_session=True,
                 close_fds=True,
             )
+        if not detach:
+            _watchdog.guard(self.process.pid)
 
     def alive(self) -> bool:
         """Return whether the JVM is running."""
@@ -280,6 +284,7 @@ class KafkaNode:
                 os.killpg(proc.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=10)
+        _watchdog.release(proc.pid)
 
     def signal_term(self) -> None:
         """Send SIGTERM to the JVM's process group without waiting."""

@@ -27,6 +27,7 @@ from datetime import timedelta
 from types import TracebackType
 from typing import Any
 
+from streamtable import _watchdog
 from streamtable.broker._node import free_port, port_is_free, tail_file
 from streamtable.platform._process import pause
 from streamtable.platform.errors import ConnectError
@@ -282,6 +283,8 @@ class KafkaConnect:
                         os.killpg(proc.pid, signal.SIGKILL)
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         proc.wait(timeout=10)
+            if proc is not None:
+                _watchdog.release(proc.pid)
             self._process = None
             self._started = False
             _LIVE.discard(self)
@@ -311,6 +314,7 @@ class KafkaConnect:
             self._require_started()
             assert self._process is not None
             pid = self._process.pid
+            _watchdog.release(pid)
             self._process = None
             self._started = False
             _LIVE.discard(self)
@@ -373,6 +377,7 @@ class KafkaConnect:
                 start_new_session=True,
                 close_fds=True,
             )
+        _watchdog.guard(self._process.pid)  # SIGTERM, SIGKILL 10 s later, if we die first
 
     def _wait_ready(self, deadline: float) -> None:
         assert self._process is not None

@@ -13,6 +13,7 @@ import contextlib
 import os
 import pathlib
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -23,6 +24,7 @@ from datetime import timedelta
 from types import TracebackType
 from typing import Any
 
+from streamtable import _watchdog
 from streamtable.broker._node import free_port, port_is_free, tail_file
 from streamtable.platform._process import pause
 from streamtable.platform.errors import PostgresError
@@ -221,8 +223,6 @@ class EmbeddedPostgres:
                 return
             proc = self._process
             if proc is not None and proc.poll() is None:
-                import signal
-
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     proc.send_signal(signal.SIGINT)
                 try:
@@ -232,6 +232,8 @@ class EmbeddedPostgres:
                         os.killpg(proc.pid, signal.SIGKILL)
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         proc.wait(timeout=10)
+            if proc is not None:
+                _watchdog.release(proc.pid)
             self._process = None
             self._started = False
             _LIVE.discard(self)
@@ -265,6 +267,7 @@ class EmbeddedPostgres:
             self._require_started()
             assert self._process is not None
             pid = self._process.pid
+            _watchdog.release(pid)
             self._process = None
             self._started = False
             _LIVE.discard(self)
@@ -408,6 +411,8 @@ class EmbeddedPostgres:
                 close_fds=True,
                 **self._popen_user(),
             )
+        # if this process dies without stop(): fast shutdown, as stop() does
+        _watchdog.guard(self._process.pid, first_signal=signal.SIGINT, grace=timedelta(seconds=20))
 
     def _wait_ready(self, deadline: float) -> None:
         import psycopg

@@ -39,6 +39,7 @@ from datetime import timedelta
 from types import TracebackType
 from typing import Any
 
+from streamtable import _watchdog
 from streamtable.broker._node import free_ports, port_is_free, tail_file
 from streamtable.errors import ConfigError, EnvironmentSetupError
 from streamtable.platform._process import descendants, kill_tree, pause, pid_alive, stop_pid
@@ -378,6 +379,7 @@ class SparkStandaloneCluster:
                 if proc is not None:
                     with contextlib.suppress(subprocess.TimeoutExpired):
                         proc.wait(timeout=5)
+                    _watchdog.release(proc.pid)
             self._master = None
             self._master_pid = None
             self._workers = []
@@ -404,6 +406,9 @@ class SparkStandaloneCluster:
         with self._lock:
             self._require_started()
             info = self.describe()
+            for proc in [self._master, *(w.process for w in self._workers)]:
+                if proc is not None:
+                    _watchdog.release(proc.pid)
             self._master = None
             for worker in self._workers:
                 worker.process = None
@@ -678,7 +683,7 @@ class SparkStandaloneCluster:
                 f"==== {time.strftime('%Y-%m-%d %H:%M:%S')} streamtable starts {name}\n".encode()
             )
             out.flush()
-            return subprocess.Popen(
+            process = subprocess.Popen(
                 [str(home / "bin" / "spark-class"), *args],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
@@ -688,6 +693,8 @@ class SparkStandaloneCluster:
                 start_new_session=True,  # a group of its own: stop() reaches its children
                 close_fds=True,
             )
+        _watchdog.guard(process.pid)  # stopped if this process dies first (detach() releases)
+        return process
 
     def _launch_worker(self, home: pathlib.Path, worker: _Worker) -> None:
         assert self._dir is not None

@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from streamtable import _watchdog
 from streamtable.errors import EnvironmentSetupError
 from streamtable.runtime import jars
 
@@ -664,6 +665,7 @@ def _launch(
         text=True,
         start_new_session=True,
     )
+    _watchdog.guard(proc.pid)  # stopped if this process dies first
     output: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
     running_at: list[float] = []
     reader = threading.Thread(target=_read_output, args=(proc, output, running_at), daemon=True)
@@ -684,6 +686,7 @@ def _read_output(
 
 def _stop(proc: subprocess.Popen[str]) -> None:
     """SIGTERM the process group, then SIGKILL it after :data:`_STOP_GRACE_S`."""
+    _watchdog.release(proc.pid)
     for sig, wait_s in ((signal.SIGTERM, _STOP_GRACE_S), (signal.SIGKILL, None)):
         if proc.poll() is not None:
             return

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from streamtable import _watchdog
 from streamtable.errors import StreamtableError
 from streamtable.platform._process import descendants as _descendants
 
@@ -150,16 +151,20 @@ class _App:
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: the JVM and workers are in it
         )
+        _watchdog.guard(self.proc.pid)  # a killed test run does not leave the app running
 
     def kill(self) -> None:
         """SIGKILL the app's whole process tree and wait until it is gone."""
         kill_process_tree(self.proc)
+        _watchdog.release(self.proc.pid)
         self._log.close()
 
     def wait(self, timeout: float) -> int:
         """Wait for a clean exit; the exit code."""
         try:
-            return self.proc.wait(timeout=timeout)
+            code = self.proc.wait(timeout=timeout)
+            _watchdog.release(self.proc.pid)
+            return code
         finally:
             self._log.close()
 
