@@ -645,6 +645,9 @@ class _ChildApp:
             start_new_session=True,
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
         )
+        from streamtable import _watchdog
+
+        _watchdog.guard(self.proc.pid)  # a killed benchmark does not leave the app running
 
     def events(self) -> list[dict[str, Any]]:
         """This run's events so far."""

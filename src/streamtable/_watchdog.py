@@ -8,16 +8,18 @@ because it starts no services; its embedded test cluster (``EmbeddedKafkaCluster
 the test JVM and dies with it.
 
 :func:`guard` hands a service's process group to a small watchdog process, started on first use
-with its standard input a pipe from this process.  When the pipe reaches end-of-file (every copy
-of its write end is closed: the process has exited, whichever way), the watchdog sends each
-still-guarded group its polite signal, waits the service's grace period, then sends SIGKILL to
-what is left.  :func:`release` takes a group back (a stopped or detached service).
+with its standard input a pipe from this process.  When the pipe reaches end-of-file (the process
+has exited, whichever way; a child forked from it closes its copy of the pipe at once), the
+watchdog sends each still-guarded group its polite signal, waits the service's grace period,
+then sends SIGKILL to what is left of the group.  :func:`release` takes a group back (a
+stopped or detached service).
 
 A process stopped in order has stopped and released its services before it exits, so the
 watchdog then finds nothing to do.  This file uses the standard library only: the watchdog runs
 it as a script (``python -I _watchdog.py``), without importing streamtable.
 
-POSIX only; elsewhere :func:`guard` does nothing.
+POSIX only (``os.posix_spawn``); elsewhere :func:`guard` does nothing.  Without ``/proc``
+(macOS) a reused pid cannot be told from the service, and only live groups are signalled.
 """
 
 from __future__ import annotations
@@ -26,46 +28,76 @@ import contextlib
 import logging
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
 from datetime import timedelta
-from typing import IO
 
 __all__ = ["guard", "release"]
 
 _LOG = logging.getLogger("streamtable.watchdog")
-_LOCK = threading.Lock()
 _POLL_S = 0.2
+_HAS_PROC = os.path.isdir("/proc/self")
 
 
 class _Channel:
-    """The write end of the pipe to this process's watchdog."""
+    """The watchdog process and the write end of the pipe to its standard input.
+
+    Spawned with ``os.posix_spawn`` rather than ``subprocess.Popen``: a ``Popen`` object alive
+    at interpreter exit warns that its process still runs, and this one must.
+    """
 
     def __init__(self) -> None:
         self.owner = os.getpid()
-        self.process = subprocess.Popen(
-            [sys.executable, "-I", os.path.abspath(__file__)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,  # a Ctrl-C or a group kill of this process spares it
-            close_fds=True,
-        )
-        assert self.process.stdin is not None
-        self.pipe: IO[bytes] = self.process.stdin
+        read_end, self.fd = os.pipe()  # both close-on-exec: no service inherits the write end
+        try:
+            self.pid = os.posix_spawn(
+                sys.executable,
+                [sys.executable, "-I", os.path.abspath(__file__)],
+                os.environ,
+                file_actions=[
+                    (os.POSIX_SPAWN_DUP2, read_end, 0),
+                    (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                    (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+                ],
+                setsid=True,  # a Ctrl-C or a group kill of this process spares it
+            )
+        except BaseException:
+            os.close(self.fd)
+            raise
+        finally:
+            os.close(read_end)
 
     def send(self, line: str) -> bool:
         try:
-            self.pipe.write(line.encode() + b"\n")
-            self.pipe.flush()
+            os.write(self.fd, line.encode() + b"\n")  # one short write: never split
             return True
-        except OSError:  # the watchdog is gone: a new one is started on the next guard()
+        except OSError:  # the watchdog is gone: reap it; the caller starts a new one
+            with contextlib.suppress(OSError):
+                os.close(self.fd)
+            with contextlib.suppress(ChildProcessError, OSError):
+                os.waitpid(self.pid, os.WNOHANG)
             return False
 
 
+_LOCK = threading.Lock()
 _channel: _Channel | None = None
+_guarded: dict[int, str] = {}  # pid -> its "+" line, replayed to a new watchdog
+
+
+def _after_fork_in_child() -> None:
+    """A forked child must not keep its parent's pipe open (the parent's watchdog would wait
+    for the child's exit too) nor guard its parent's services.
+    """
+    global _LOCK, _channel, _guarded
+    if _channel is not None:
+        with contextlib.suppress(OSError):
+            os.close(_channel.fd)
+    _LOCK, _channel, _guarded = threading.Lock(), None, {}
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _start_time(pid: int) -> str:
@@ -75,6 +107,28 @@ def _start_time(pid: int) -> str:
             return f.read().decode(errors="replace").rsplit(")", 1)[1].split()[19]
     except (OSError, IndexError):
         return "-"
+
+
+def _send(line: str) -> bool:
+    """Send ``line`` to the watchdog, starting one (told of every guarded pid) if needed.
+
+    The caller holds ``_LOCK``.
+    """
+    global _channel
+    for _ in range(2):
+        if _channel is None:
+            try:
+                _channel = _Channel()
+            except OSError as exc:
+                _LOG.debug("no watchdog: %s", exc)
+                return False
+            if not all(_channel.send(g) for g in _guarded.values()):
+                _channel = None
+                continue
+        if _channel.send(line):
+            return True
+        _channel = None
+    return False
 
 
 def guard(
@@ -94,26 +148,21 @@ def guard(
 
     Notes
     -----
-    Best effort: if the watchdog cannot be started or has died, the service is not guarded and
-    a debug line says so; nothing is raised.  The watchdog checks the process's start time
-    (``/proc/<pid>/stat``) before it signals, so a reused pid is left alone.
+    The group is stopped once every copy of the pipe's write end is closed: when this process
+    has exited, whichever way.  A child forked from it closes its copy at once
+    (``os.register_at_fork``).  Best effort: if no watchdog can be started, the service is not
+    guarded and a debug line of the ``streamtable.watchdog`` logger says so; nothing is
+    raised.  A watchdog that died is replaced by one told of every guarded group.  The
+    watchdog compares the leader's start time (``/proc/<pid>/stat``) before it signals, so a
+    reused pid is left alone.
     """
-    global _channel
-    if os.name != "posix":
+    if os.name != "posix" or not sys.executable or not hasattr(os, "posix_spawn"):
         return
     line = f"+ {pid} {int(first_signal)} {grace.total_seconds():.3f} {_start_time(pid)}"
     with _LOCK:
-        for _ in range(2):
-            if _channel is None or _channel.owner != os.getpid():  # none yet, or a fork's copy
-                try:
-                    _channel = _Channel()
-                except OSError as exc:
-                    _LOG.debug("no watchdog for process %d: %s", pid, exc)
-                    return
-            if _channel.send(line):
-                return
-            _channel = None
-        _LOG.debug("no watchdog for process %d: it exited", pid)
+        _guarded[pid] = line
+        if not _send(line):
+            _LOG.debug("process group %d is not guarded: no watchdog runs", pid)
 
 
 def release(pid: int) -> None:
@@ -125,27 +174,36 @@ def release(pid: int) -> None:
         A pid given to :func:`guard` before; unknown pids are ignored.
     """
     with _LOCK:
-        if _channel is not None and _channel.owner == os.getpid():
+        if _guarded.pop(pid, None) is not None and _channel is not None:
             _channel.send(f"- {pid}")
 
 
 # ---------------------------------------------------------------------- the watchdog process
-def _alive(pid: int, started: str) -> bool:
-    """Return whether ``pid`` runs (not a zombie) and is the process that was guarded."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().decode(errors="replace").rsplit(")", 1)[1].split()
-        return fields[0] not in ("Z", "X") and (started == "-" or fields[19] == started)
-    except FileNotFoundError:
-        return False
-    except (OSError, IndexError):
+def _running(pid: int, started: str) -> bool:
+    """Return whether the guarded group still has a process to stop.
+
+    Its leader counts if it runs (not a zombie) and started at ``started``; a leader that
+    exited first (a Python app whose JVM is in its group) leaves the group to be stopped as
+    long as the group exists: its id cannot be reused while it has members.  A pid now held
+    by another process is not ours.
+    """
+    if _HAS_PROC:
         try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                fields = f.read().decode(errors="replace").rsplit(")", 1)[1].split()
+            if started not in ("-", fields[19]):
+                return False  # the pid was reused
+            if fields[0] not in ("Z", "X"):
+                return True
+        except (OSError, IndexError):
             pass
-        return True
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 def _signal_group(pid: int, sig: int) -> None:
@@ -154,18 +212,18 @@ def _signal_group(pid: int, sig: int) -> None:
 
 
 def _stop(guarded: dict[int, tuple[int, float, str]]) -> None:
-    """Send each live group its polite signal, then SIGKILL after its grace period."""
+    """Send each running group its polite signal, then SIGKILL after its grace period."""
     now = time.monotonic()
     deadlines: dict[int, float] = {}
     for pid, (sig, grace, started) in guarded.items():
-        if _alive(pid, started):
+        if _running(pid, started):
             _signal_group(pid, sig)
             deadlines[pid] = now + grace
     while deadlines:
         time.sleep(_POLL_S)
         now = time.monotonic()
         for pid, deadline in list(deadlines.items()):
-            if not _alive(pid, guarded[pid][2]):
+            if not _running(pid, guarded[pid][2]):
                 del deadlines[pid]
             elif now >= deadline:
                 _signal_group(pid, signal.SIGKILL)

@@ -110,9 +110,10 @@ def test_sigterm_stops_a_demo_and_its_embedded_broker(tmp_path, moment):
 
 
 def test_sigkill_of_a_demo_stops_its_embedded_broker(tmp_path):
-    # SIGKILL runs no cleanup in the demo: its watchdog (streamtable._watchdog) sees the pipe
-    # from the demo close and stops the broker it guards. Spark's JVM ends on its own when its
-    # stdin from the demo closes, and the watchdog exits after its work.
+    # SIGKILL runs no clean-up in the demo: its watchdog (streamtable._watchdog) sees the pipe
+    # from the demo close and stops the broker it guards. Spark's JVM, running the demo's query
+    # by then, ends on its own when its stdin from the demo closes (PySpark's gateway), and
+    # its Python workers with it; the watchdog exits after its work.
     import os
     import signal
 
@@ -126,7 +127,11 @@ def test_sigkill_of_a_demo_stops_its_embedded_broker(tmp_path):
     brokers: set[int] = set()
     left: set[int] = set()
     try:
-        brokers = wait_until(lambda: _brokers_below(demo.pid), 120, "the demo's broker JVM")
+        brokers = wait_until(
+            lambda: _query_started(tmp_path) and _brokers_below(demo.pid),
+            180,
+            "the demo's broker JVM and query",
+        )
         left = set(descendants(demo.pid))
         demo.kill()
         demo.wait(timeout=30)

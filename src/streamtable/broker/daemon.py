@@ -19,6 +19,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
+from streamtable import _watchdog
 from streamtable.broker._node import (
     KafkaNode,
     broker_classpath,
@@ -182,6 +183,18 @@ def start_background(
     deadline = time.monotonic() + startup_timeout.total_seconds()
     format_all([node], classpath, new_cluster_id(), deadline)
     node.launch(classpath, detach=True)
+    assert node.process is not None
+    # stopped if this command dies (or is interrupted) before the broker is recorded
+    _watchdog.guard(node.process.pid)
+    info = _await_started(node, folder, deadline, startup_timeout)
+    _watchdog.release(node.process.pid)
+    return info
+
+
+def _await_started(
+    node: KafkaNode, folder: pathlib.Path, deadline: float, startup_timeout: timedelta
+) -> dict[str, Any]:
+    """Wait until the background broker answers, then record it in the state file."""
     assert node.process is not None
     while True:
         if node.process.poll() is not None:

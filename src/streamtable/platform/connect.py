@@ -377,7 +377,8 @@ class KafkaConnect:
                 start_new_session=True,
                 close_fds=True,
             )
-        _watchdog.guard(self._process.pid)  # SIGTERM, SIGKILL 10 s later, if we die first
+        # if this process dies without stop(): SIGTERM, SIGKILL 20 s later, as stop() does
+        _watchdog.guard(self._process.pid, grace=timedelta(seconds=20))
 
     def _wait_ready(self, deadline: float) -> None:
         assert self._process is not None

@@ -693,7 +693,8 @@ class SparkStandaloneCluster:
                 start_new_session=True,  # a group of its own: stop() reaches its children
                 close_fds=True,
             )
-        _watchdog.guard(process.pid)  # stopped if this process dies first (detach() releases)
+        # stopped as stop() does if this process dies first (detach() releases it)
+        _watchdog.guard(process.pid, grace=timedelta(seconds=15))
         return process
 
     def _launch_worker(self, home: pathlib.Path, worker: _Worker) -> None:

@@ -33,6 +33,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import timedelta
 
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -665,7 +666,8 @@ def _launch(
         text=True,
         start_new_session=True,
     )
-    _watchdog.guard(proc.pid)  # stopped if this process dies first
+    # stopped as _stop() does if this process dies first
+    _watchdog.guard(proc.pid, grace=timedelta(seconds=_STOP_GRACE_S))
     output: collections.deque[str] = collections.deque(maxlen=_TAIL_LINES)
     running_at: list[float] = []
     reader = threading.Thread(target=_read_output, args=(proc, output, running_at), daemon=True)
@@ -686,7 +688,13 @@ def _read_output(
 
 def _stop(proc: subprocess.Popen[str]) -> None:
     """SIGTERM the process group, then SIGKILL it after :data:`_STOP_GRACE_S`."""
-    _watchdog.release(proc.pid)
+    try:
+        _stop_group(proc)
+    finally:
+        _watchdog.release(proc.pid)
+
+
+def _stop_group(proc: subprocess.Popen[str]) -> None:
     for sig, wait_s in ((signal.SIGTERM, _STOP_GRACE_S), (signal.SIGKILL, None)):
         if proc.poll() is not None:
             return
