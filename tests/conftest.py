@@ -28,17 +28,12 @@ def kafka_broker(_streamtable_broker: Any) -> Any:
     """The plugin's session broker (``streamtable.testing.pytest_plugin``), as an EmbeddedKafka.
 
     Before it stops, the Kafka clients the tests' task outputs cached in this process are
-    closed, and the clients that only reference cycles still hold are collected (a failed
-    commit's exception chain keeps its producer): left connected, they would log the broker's
-    shutdown at the end of the run.
+    closed: left connected, they would log the broker's shutdown at the end of the run.
     """
     yield _streamtable_broker
-    import gc
-
     from streamtable.runtime.task_output import close_cached_clients
 
     close_cached_clients()
-    gc.collect()
 
 
 @pytest.fixture(scope="session")

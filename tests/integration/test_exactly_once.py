@@ -204,7 +204,6 @@ def test_a_restart_fences_the_transactional_ids_the_last_start_recorded(
         {
             "bootstrap.servers": bs,
             "transactional.id": transactional_id(config.application_id, stage, slot),
-            "log_level": 3,  # not its warning that it ends with the fenced record queued
         }
     )
     zombie.init_transactions(30)
