@@ -679,10 +679,12 @@ class _ChildApp:
 
     def kill(self) -> float:
         """SIGKILL the app's process tree; the wall time of the kill."""
+        from streamtable import _watchdog
         from streamtable.testing.crash import kill_process_tree
 
         t = time.time()
         kill_process_tree(self.proc)
+        _watchdog.release(self.proc.pid)
         self._log.close()
         return t
 

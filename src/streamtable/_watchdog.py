@@ -48,12 +48,11 @@ class _Channel:
     """
 
     def __init__(self) -> None:
-        self.owner = os.getpid()
         read_end, self.fd = os.pipe()  # both close-on-exec: no service inherits the write end
         try:
             self.pid = os.posix_spawn(
                 sys.executable,
-                [sys.executable, "-I", os.path.abspath(__file__)],
+                [sys.executable, "-I", "-S", os.path.abspath(__file__)],
                 os.environ,
                 file_actions=[
                     (os.POSIX_SPAWN_DUP2, read_end, 0),
@@ -69,15 +68,24 @@ class _Channel:
             os.close(read_end)
 
     def send(self, line: str) -> bool:
+        """Write ``line``; False (and the channel closed for good) if the watchdog is gone."""
+        if self.fd < 0:
+            return False
         try:
             os.write(self.fd, line.encode() + b"\n")  # one short write: never split
             return True
         except OSError:  # the watchdog is gone: reap it; the caller starts a new one
-            with contextlib.suppress(OSError):
-                os.close(self.fd)
+            self.close()
             with contextlib.suppress(ChildProcessError, OSError):
                 os.waitpid(self.pid, os.WNOHANG)
             return False
+
+    def close(self) -> None:
+        """Close the write end once (its number may be reused by the next ``open()``)."""
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 _LOCK = threading.Lock()
@@ -89,15 +97,20 @@ def _after_fork_in_child() -> None:
     """A forked child must not keep its parent's pipe open (the parent's watchdog would wait
     for the child's exit too) nor guard its parent's services.
     """
-    global _LOCK, _channel, _guarded
+    global _channel, _guarded
     if _channel is not None:
-        with contextlib.suppress(OSError):
-            os.close(_channel.fd)
-    _LOCK, _channel, _guarded = threading.Lock(), None, {}
+        _channel.close()
+    _channel, _guarded = None, {}
+    _LOCK.release()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)
+    # the lock is held across a fork, so that no fork happens while a watchdog is spawned
+    # (its pipe not yet in _channel, where the child could close it); posix_spawn, called
+    # under the lock, runs no fork handlers
+    os.register_at_fork(
+        before=_LOCK.acquire, after_in_parent=_LOCK.release, after_in_child=_after_fork_in_child
+    )
 
 
 def _start_time(pid: int) -> str:
@@ -119,7 +132,7 @@ def _send(line: str) -> bool:
         if _channel is None:
             try:
                 _channel = _Channel()
-            except OSError as exc:
+            except Exception as exc:  # noqa: BLE001 - best effort: never fail a service's start
                 _LOG.debug("no watchdog: %s", exc)
                 return False
             if not all(_channel.send(g) for g in _guarded.values()):
@@ -158,7 +171,12 @@ def guard(
     """
     if os.name != "posix" or not sys.executable or not hasattr(os, "posix_spawn"):
         return
-    line = f"+ {pid} {int(first_signal)} {grace.total_seconds():.3f} {_start_time(pid)}"
+    if getattr(sys, "frozen", False) or pid <= 1:  # sys.executable is the app; no group
+        return
+    started = _start_time(pid)
+    if _HAS_PROC and started == "-":  # it has already exited
+        return
+    line = f"+ {pid} {int(first_signal)} {grace.total_seconds():.3f} {started}"
     with _LOCK:
         _guarded[pid] = line
         if not _send(line):
@@ -173,9 +191,11 @@ def release(pid: int) -> None:
     pid : int
         A pid given to :func:`guard` before; unknown pids are ignored.
     """
+    global _channel
     with _LOCK:
         if _guarded.pop(pid, None) is not None and _channel is not None:
-            _channel.send(f"- {pid}")
+            if not _channel.send(f"- {pid}"):
+                _channel = None  # the next guard() starts a new watchdog
 
 
 # ---------------------------------------------------------------------- the watchdog process
@@ -234,11 +254,15 @@ def _main() -> None:
     """Read ``+ pid signal grace start`` and ``- pid`` lines until end-of-file, then stop."""
     for sig in (signal.SIGINT, signal.SIGHUP):  # a terminal's signals are for the app
         signal.signal(sig, signal.SIG_IGN)
+    # posix_spawn passed on the owner's inheritable descriptors: a pipe or socket of the owner
+    # must close when the owner exits, not when this process does
+    with contextlib.suppress(OSError, ValueError):
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
     guarded: dict[int, tuple[int, float, str]] = {}
     for raw in sys.stdin.buffer:
         parts = raw.decode(errors="replace").split()
         try:
-            if parts[0] == "+":
+            if parts[0] == "+" and int(parts[1]) > 1:  # killpg(0 or 1) would reach far more
                 guarded[int(parts[1])] = (int(parts[2]), float(parts[3]), parts[4])
             elif parts[0] == "-":
                 guarded.pop(int(parts[1]), None)

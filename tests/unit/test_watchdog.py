@@ -38,6 +38,13 @@ for line in sys.stdin:
         print(child, flush=True)
     elif command == "watchdog":
         print(_watchdog._channel.pid, flush=True)
+    elif command == "pipe":  # the descriptor number of the pipe to the watchdog
+        print(_watchdog._channel.fd, flush=True)
+    elif command == "open":  # open PATH FD: files of the owner's, until one gets number FD
+        files = globals().setdefault("files", [])
+        while len(files) < 64 and (not files or files[-1].fileno() != int(args[1])):
+            files.append(open(args[0], "ab"))
+        print(files[-1].fileno(), flush=True)
 """
 
 
@@ -54,9 +61,10 @@ class _Owner:
     def ask(self, *command: object) -> int:
         self.proc.stdin.write(json.dumps(command) + "\n")
         self.proc.stdin.flush()
-        pid = int(self.proc.stdout.readline())
-        self.pids.append(pid)
-        return pid
+        answer = int(self.proc.stdout.readline())
+        if command[0] in ("guard", "fork", "watchdog"):
+            self.pids.append(answer)
+        return answer
 
     def guard(self, *argv: str, grace: float = 10.0) -> int:
         return self.ask("guard", grace, *argv)
@@ -65,9 +73,14 @@ class _Owner:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(timeout=30)
-        for pid in self.pids:
+        self.proc.stdin.close()
+        self.proc.stdout.close()
+        for pid in self.pids:  # only what the test started: a pid may have been reused
             for p in [pid, *descendants(pid)]:
-                if pid_alive(p):
+                if any(
+                    pid_alive(p, m)
+                    for m in (b"sleep\x00", b"sh\x00-c", b"_watchdog.py", b"json.loads(line)")
+                ):
                     os.kill(p, signal.SIGKILL)
 
 
@@ -147,6 +160,29 @@ def test_a_replaced_watchdog_is_told_of_the_services_guarded_before(owner):
         20,
         lambda: f"still running: {[p for p in (first, second) if pid_alive(p)]}",
     )
+
+
+def test_a_release_that_meets_a_dead_watchdog_leaves_no_stale_pipe(owner, tmp_path):
+    # the dead watchdog's pipe is closed; its descriptor number goes to the next file opened,
+    # which a stale channel would then write its lines into
+    first = owner.guard("sleep", "600")
+    watchdog, pipe = owner.ask("watchdog"), owner.ask("pipe")
+    os.kill(watchdog, signal.SIGKILL)
+    wait_until(lambda: not pid_alive(watchdog), 20, "the watchdog survived SIGKILL")
+    owner.ask("release", first)
+    victim = tmp_path / "victim"
+    assert owner.ask("open", str(victim), pipe) == pipe  # the number is free again
+    second = owner.guard("sleep", "600")
+    owner.proc.kill()
+    wait_until(lambda: not pid_alive(second), 20, "the service guarded after it still runs")
+    assert victim.read_bytes() == b"", "a guard line went into the owner's file"
+    assert pid_alive(first), "the released service was stopped"
+
+
+def test_pids_0_and_1_are_never_guarded():
+    _watchdog.guard(0)
+    _watchdog.guard(1)
+    assert 0 not in _watchdog._guarded and 1 not in _watchdog._guarded
 
 
 def test_a_reused_pid_is_left_alone():

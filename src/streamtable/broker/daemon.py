@@ -184,9 +184,13 @@ def start_background(
     format_all([node], classpath, new_cluster_id(), deadline)
     node.launch(classpath, detach=True)
     assert node.process is not None
-    # stopped if this command dies (or is interrupted) before the broker is recorded
-    _watchdog.guard(node.process.pid)
-    info = _await_started(node, folder, deadline, startup_timeout)
+    # stopped if this command dies before the broker is recorded (grace as stop_background)
+    _watchdog.guard(node.process.pid, grace=timedelta(seconds=20))
+    try:
+        info = _await_started(node, folder, deadline, startup_timeout)
+    except BaseException:  # an interrupted start stops its broker (kill() releases it)
+        node.terminate()
+        raise
     _watchdog.release(node.process.pid)
     return info
 

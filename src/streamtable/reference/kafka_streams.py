@@ -688,10 +688,8 @@ def _read_output(
 
 def _stop(proc: subprocess.Popen[str]) -> None:
     """SIGTERM the process group, then SIGKILL it after :data:`_STOP_GRACE_S`."""
-    try:
-        _stop_group(proc)
-    finally:
-        _watchdog.release(proc.pid)
+    _stop_group(proc)
+    _watchdog.release(proc.pid)  # not before: an interrupted stop leaves it to the watchdog
 
 
 def _stop_group(proc: subprocess.Popen[str]) -> None:
