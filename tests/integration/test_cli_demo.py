@@ -5,6 +5,8 @@ Spark log line and no Python-worker chatter on stdout or stderr (issue 19, "quie
 """
 
 import json
+import os
+import signal
 import subprocess
 import sys
 
@@ -61,9 +63,6 @@ def test_sigterm_stops_a_demo_and_its_embedded_broker(tmp_path, moment):
     # the embedded broker runs in its own process group: Python's own SIGTERM would end the
     # demo at once and leave the broker running. While a query runs, the signal may land in
     # the middle of a call into Spark's JVM.
-    import os
-    import signal
-
     from _support import wait_until
 
     demo = subprocess.Popen(
@@ -100,11 +99,7 @@ def test_sigterm_stops_a_demo_and_its_embedded_broker(tmp_path, moment):
             f"broker processes {brokers} still run",
         )
     finally:
-        if demo.poll() is None:
-            demo.kill()
-        for pid in brokers:  # what a failed run leaves behind
-            if pid_alive(pid):
-                os.killpg(pid, signal.SIGKILL)
+        _kill_leftovers(demo, brokers)
     assert demo.returncode == 143, out + err  # a JVM's status after SIGTERM
     assert not SPARK_LINE.search(out + err), out + err
 
@@ -114,8 +109,6 @@ def test_sigkill_of_a_demo_stops_its_embedded_broker(tmp_path):
     # from the demo close and stops the broker it guards. Spark's JVM, running the demo's query
     # by then, ends on its own when its stdin from the demo closes (PySpark's gateway), and
     # its Python workers with it; the watchdog exits after its work.
-    import os
-    import signal
 
     from _support import wait_until
 
@@ -144,12 +137,17 @@ def test_sigkill_of_a_demo_stops_its_embedded_broker(tmp_path):
             ),
         )
     finally:
-        if demo.poll() is None:
-            demo.kill()
-        for pid in left:  # what a failed run leaves behind
-            if pid_alive(pid):
-                os.kill(pid, signal.SIGKILL)
+        _kill_leftovers(demo, left)
     assert brokers <= left
+
+
+def _kill_leftovers(demo: subprocess.Popen, pids: set[int]) -> None:
+    """SIGKILL the demo and ``pids``: what a failed run leaves behind."""
+    if demo.poll() is None:
+        demo.kill()
+    for pid in pids:
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _cmdline(pid: int) -> str:
