@@ -123,23 +123,23 @@ def _start_time(pid: int) -> str:
 
 
 def _send(line: str) -> bool:
-    """Send ``line`` to the watchdog, starting one (told of every guarded pid) if needed.
+    """Send ``line`` (one of ``_guarded``'s) to the watchdog; a new watchdog is sent them all.
 
     The caller holds ``_LOCK``.
     """
     global _channel
     for _ in range(2):
-        if _channel is None:
+        if _channel is not None:
+            if _channel.send(line):
+                return True
+        else:
             try:
                 _channel = _Channel()
             except Exception as exc:  # noqa: BLE001 - best effort: never fail a service's start
                 _LOG.debug("no watchdog: %s", exc)
                 return False
-            if not all(_channel.send(g) for g in _guarded.values()):
-                _channel = None
-                continue
-        if _channel.send(line):
-            return True
+            if all(_channel.send(g) for g in _guarded.values()):
+                return True
         _channel = None
     return False
 

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads /proc")
 # The owner of services: it runs the commands it reads on stdin, prints a pid for each, and
 # exits at end-of-file (leaving its services to its watchdog).
 _OWNER = """
-import json, os, subprocess, sys, time
+import json, os, signal, subprocess, sys
 from datetime import timedelta
 from streamtable import _watchdog
 
@@ -33,7 +33,7 @@ for line in sys.stdin:
     elif command == "fork":  # a forked child that outlives its parent
         child = os.fork()
         if child == 0:
-            time.sleep(600)
+            signal.pause()  # until the test's clean-up kills it
             os._exit(0)
         print(child, flush=True)
     elif command == "watchdog":
@@ -46,6 +46,10 @@ for line in sys.stdin:
             files.append(open(args[0], "ab"))
         print(files[-1].fileno(), flush=True)
 """
+
+
+#: Command-line markers of what these tests start: services, watchdogs, owners and their forks.
+_STARTED_HERE = (b"sleep\x00", b"sh\x00-c", b"_watchdog.py", b"json.loads(line)")
 
 
 class _Owner:
@@ -77,10 +81,7 @@ class _Owner:
         self.proc.stdout.close()
         for pid in self.pids:  # only what the test started: a pid may have been reused
             for p in [pid, *descendants(pid)]:
-                if any(
-                    pid_alive(p, m)
-                    for m in (b"sleep\x00", b"sh\x00-c", b"_watchdog.py", b"json.loads(line)")
-                ):
+                if any(pid_alive(p, marker) for marker in _STARTED_HERE):
                     os.kill(p, signal.SIGKILL)
 
 
@@ -89,11 +90,6 @@ def owner():
     owner = _Owner()
     yield owner
     owner.cleanup()
-
-
-def _runs(pid: int, program: bytes) -> bool:
-    """True once ``pid`` runs ``program`` (after the ``exec``)."""
-    return pid_alive(pid, program)
 
 
 def test_the_service_of_a_killed_process_gets_its_polite_signal_first(owner, tmp_path):
@@ -110,7 +106,7 @@ def test_the_service_of_a_killed_process_gets_its_polite_signal_first(owner, tmp
 def test_a_service_that_ignores_sigterm_gets_sigkill_after_its_grace(owner):
     ignoring = ["sh", "-c", "trap '' TERM; exec sleep 600"]  # ignored signals survive exec
     service = owner.guard(*ignoring, grace=0.5)
-    wait_until(lambda: _runs(service, b"sleep\x00600"), 20, "the service's exec of sleep")
+    wait_until(lambda: pid_alive(service, b"sleep\x00600"), 20, "the service's exec of sleep")
     owner.proc.stdin.close()  # the owner exits normally, leaving its service running
     owner.proc.wait(timeout=30)
     wait_until(lambda: not pid_alive(service), 20, "the SIGTERM-proof service still runs")
@@ -121,10 +117,10 @@ def test_a_group_whose_leader_exits_first_is_killed_after_its_grace(owner):
     both = "(trap '' TERM; exec sleep 601) & exec sleep 600"
     leader = owner.guard("sh", "-c", both, grace=0.5)
     member = wait_until(
-        lambda: [p for p in descendants(leader) if _runs(p, b"sleep\x00601")], 20, "the member"
+        lambda: [p for p in descendants(leader) if pid_alive(p, b"sleep\x00601")], 20, "the member"
     )[0]
     owner.pids.append(member)
-    wait_until(lambda: _runs(leader, b"sleep\x00600"), 20, "the leader's exec of sleep")
+    wait_until(lambda: pid_alive(leader, b"sleep\x00600"), 20, "the leader's exec of sleep")
     owner.proc.kill()
     wait_until(lambda: not pid_alive(leader), 20, "the group's leader still runs")
     wait_until(lambda: not pid_alive(member), 20, "the member that ignores SIGTERM still runs")
