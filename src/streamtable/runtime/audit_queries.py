@@ -31,6 +31,7 @@ from typing import Any
 
 from streamtable.config import StreamsConfig
 from streamtable.platform.audit import CONSUMED, PRODUCED, WINDOW_MS, AuditRecord, publish_audit
+from streamtable.runtime.kafka_source_options import kafka_source_options
 from streamtable.runtime.starting_offsets import spark_starting_offsets
 
 __all__ = ["AUDIT_DIR", "RESTART_INTERVAL_S", "AuditQueries"]
@@ -170,8 +171,8 @@ class AuditQueries:
         )
         if cfg.max_offsets_per_trigger is not None:
             reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
-        for k, v in cfg.consumer_config.items():
-            reader = reader.option(f"kafka.{k}", str(v))
+        for k, v in kafka_source_options(cfg.consumer_config).items():
+            reader = reader.option(k, v)
         reader = reader.option("kafka.isolation.level", "read_committed")
         ms = F.unix_millis(F.col("timestamp"))
         df = reader.load().select(

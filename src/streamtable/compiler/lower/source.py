@@ -9,6 +9,7 @@ from pyspark.sql import functions as F
 from streamtable.compiler.codecs import SerdeCodec
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.errors import TopologyError
+from streamtable.runtime.kafka_source_options import kafka_source_options
 from streamtable.runtime.starting_offsets import spark_starting_offsets
 
 if TYPE_CHECKING:
@@ -60,8 +61,8 @@ def lower_source(ctx: CompileContext, node: SourceNode) -> Frame:
         reader = reader.option("kafka.isolation.level", "read_committed")
     if cfg.max_offsets_per_trigger is not None:
         reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
-    for k, v in cfg.consumer_config.items():
-        reader = reader.option(f"kafka.{k}", str(v))
+    for k, v in kafka_source_options(cfg.consumer_config).items():
+        reader = reader.option(k, v)
     return _frame(reader.load(), node, key_serde, value_serde)
 
 
