@@ -1,7 +1,11 @@
 """The client options every Kafka source gets (a dead source leader must not stall a query 60 s)."""
 
+import pytest
+
+from streamtable.errors import ConfigError
 from streamtable.runtime.kafka_source_options import (
     OFFSET_FETCH_BUDGET_MS,
+    SOURCE_API_TIMEOUT_MS,
     SOURCE_REQUEST_TIMEOUT_MS,
     kafka_source_options,
 )
@@ -11,29 +15,42 @@ def _ms(options, key):
     return int(options[f"kafka.{key}"])
 
 
-def test_defaults_bound_each_request_and_keep_sparks_retry_budget():
+def test_defaults_bound_each_call_and_keep_sparks_retry_budget():
     opts = kafka_source_options({})
-    assert _ms(opts, "request.timeout.ms") == SOURCE_REQUEST_TIMEOUT_MS < 60_000
-    assert _ms(opts, "default.api.timeout.ms") == SOURCE_REQUEST_TIMEOUT_MS
+    assert _ms(opts, "request.timeout.ms") == SOURCE_REQUEST_TIMEOUT_MS
+    assert _ms(opts, "default.api.timeout.ms") == SOURCE_API_TIMEOUT_MS < 60_000
+    # Spark sleeps 1 s between attempts
     attempts = int(opts["fetchOffset.numRetries"])
-    assert attempts * SOURCE_REQUEST_TIMEOUT_MS >= OFFSET_FETCH_BUDGET_MS == 3 * 60_000
+    assert attempts * (SOURCE_API_TIMEOUT_MS + 1000) >= OFFSET_FETCH_BUDGET_MS == 3 * 60_000
 
 
 def test_consumer_settings_win_and_the_api_timeout_never_falls_below_the_request_timeout():
-    # Kafka refuses default.api.timeout.ms < request.timeout.ms (ConfigException at start)
+    # Kafka's admin client refuses default.api.timeout.ms < request.timeout.ms at start
     for consumer in (
         {"request.timeout.ms": 45_000},
+        {"request.timeout.ms": "45000"},  # StreamsConfig keeps consumer.* values as given
         {"default.api.timeout.ms": 4_000},
         {"request.timeout.ms": 20_000, "default.api.timeout.ms": 90_000},
     ):
         opts = kafka_source_options(consumer)
         for key, value in consumer.items():
-            assert _ms(opts, key) == value
+            assert _ms(opts, key) == int(value)
         assert _ms(opts, "default.api.timeout.ms") >= _ms(opts, "request.timeout.ms"), consumer
         assert int(opts["fetchOffset.numRetries"]) >= 3
 
 
-def test_every_consumer_setting_is_passed_with_the_kafka_prefix():
-    opts = kafka_source_options({"security.protocol": "SSL", "max.poll.records": 100})
+def test_every_consumer_setting_is_passed_with_the_kafka_prefix_and_none_is_unset():
+    opts = kafka_source_options(
+        {"security.protocol": "SSL", "max.poll.records": 100, "request.timeout.ms": None}
+    )
     assert opts["kafka.security.protocol"] == "SSL"
     assert opts["kafka.max.poll.records"] == "100"
+    assert _ms(opts, "request.timeout.ms") == SOURCE_REQUEST_TIMEOUT_MS
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("request.timeout.ms", "30s"), ("default.api.timeout.ms", 0)]
+)
+def test_a_timeout_that_is_not_a_positive_number_of_ms_names_its_key(key, value):
+    with pytest.raises(ConfigError, match=rf"consumer\.{key} must be .*got {value!r}"):
+        kafka_source_options({key: value})

@@ -44,7 +44,7 @@ def test_exactly_once_is_accepted():
     assert app._own_sink()  # transactional writes need streamtable's sink, not Spark's
 
 
-def test_unreachable_broker_errors_within_the_timeout(tmp_path):
+def test_unreachable_broker_error_names_the_address_and_the_configured_timeout(tmp_path):
     app = KafkaStreams(
         topology(),
         {
