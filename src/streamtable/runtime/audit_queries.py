@@ -32,6 +32,7 @@ from typing import Any
 from streamtable.config import StreamsConfig
 from streamtable.platform.audit import CONSUMED, PRODUCED, WINDOW_MS, AuditRecord, publish_audit
 from streamtable.runtime.kafka_source_options import kafka_source_options
+from streamtable.runtime.librdkafka_config import librdkafka_settings
 from streamtable.runtime.starting_offsets import spark_starting_offsets
 
 __all__ = ["AUDIT_DIR", "RESTART_INTERVAL_S", "AuditQueries"]
@@ -76,7 +77,7 @@ class _Publisher:
             cfg.bootstrap_servers,
             cfg.audit_topic,
             records,
-            producer_config=cfg.producer_config,
+            producer_config=librdkafka_settings(cfg.producer_config, "producer").accepted,
             timeout_s=cfg.request_timeout_ms / 1000,
         )
 

@@ -37,6 +37,7 @@ from streamtable.runtime.file_sink import file_sink_writer, prepare_file_sink
 from streamtable.runtime.group_offsets import GroupOffsetCommitter
 from streamtable.runtime.kafka_admin import KafkaAdmin
 from streamtable.runtime.kafka_sink import ForeachBatchSink
+from streamtable.runtime.librdkafka_config import librdkafka_settings
 from streamtable.runtime.metrics import Metric, application_metrics
 from streamtable.runtime.progress import ProgressLedger, caught_up, end_offsets
 from streamtable.runtime.query_errors import headline, is_transient
@@ -232,9 +233,11 @@ class KafkaStreams:
                 f"start() called in state {self._state.value}; it may be called once."
             )
         cfg = self.config
+        # before anything is held: a consumer.* value librdkafka refuses raises ConfigError
+        consumer_settings = librdkafka_settings(cfg.consumer_config, "consumer").accepted
         self._state_dir_lock = StateDirLock(cfg.checkpoint_dir).acquire(cfg.application_id)
         self._group_offsets = GroupOffsetCommitter(
-            cfg.application_id, cfg.bootstrap_servers, cfg.consumer_config
+            cfg.application_id, cfg.bootstrap_servers, consumer_settings
         )
         try:
             self._start()
@@ -394,7 +397,9 @@ class KafkaStreams:
             from streamtable.state.replica import StoreReplica
 
             self._replica = StoreReplica(
-                cfg.bootstrap_servers, self._changelogs, cfg.consumer_config
+                cfg.bootstrap_servers,
+                self._changelogs,
+                librdkafka_settings(cfg.consumer_config, "consumer").accepted,
             )
             self._replica.start()
         self._reported = {}

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from streamtable.errors import StreamsError
+from streamtable.runtime.librdkafka_config import librdkafka_settings
 
 if TYPE_CHECKING:
     from streamtable.config import StreamsConfig
@@ -88,7 +89,9 @@ class OutputSpec:
     stage : str
         Stable id of the output stage within the application (e.g. ``"<query>.sink"``).
     producer_config : dict
-        librdkafka settings (``bootstrap.servers`` and the ``producer.*`` configs).
+        librdkafka settings: ``bootstrap.servers`` and the ``producer.*`` configs that
+        librdkafka takes for a producer (:func:`~streamtable.runtime.librdkafka_config.
+        librdkafka_settings`; Java-only keys are left out).
     guarantee : {"at_least_once", "exactly_once_v2"}
         ``processing.guarantee``.
     production_handler : {"fail", "continue"}
@@ -129,7 +132,7 @@ def output_spec(config: StreamsConfig, stage: str) -> OutputSpec:
         "bootstrap.servers": config.bootstrap_servers,
         "partitioner": "murmur2_random",  # Java's default partitioner for keyed records
     }
-    producer.update(config.producer_config)
+    producer.update(librdkafka_settings(config.producer_config, "producer").accepted)
     return OutputSpec(
         application_id=config.application_id,
         stage=stage.replace(" ", "_"),
