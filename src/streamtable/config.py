@@ -26,6 +26,8 @@ InvalidTimestampPolicy = Literal["skip", "fail"]
 
 #: Prefixes of Kafka client configs passed through (prefix stripped) to the matching client.
 CLIENT_PREFIXES = ("consumer.", "producer.", "admin.")
+#: ``consumer.*`` keys parsed as ints: the Kafka source's options are computed from them
+_SOURCE_TIMEOUTS = frozenset({"request.timeout.ms", "default.api.timeout.ms"})
 
 _APP_ID_RE = re.compile(r"^[a-zA-Z0-9._-]+$")
 _MAX_APP_ID_LEN = 249  # Kafka's maximum topic-name length; internal topics are prefixed with it
@@ -604,7 +606,10 @@ class StreamsConfig:
       Passed to the Spark session as strings (booleans as ``"true"``/``"false"``).
     - ``consumer.*``, ``producer.*``, ``admin.*``:
       Kafka client configs, stored with the prefix removed in :attr:`consumer_config`,
-      :attr:`producer_config` and :attr:`admin_config`.
+      :attr:`producer_config` and :attr:`admin_config`. ``consumer.request.timeout.ms`` and
+      ``consumer.default.api.timeout.ms`` must be ints >= 1 (ms): streamtable derives its
+      Kafka source's retry count from them
+      (:func:`~streamtable.runtime.kafka_source_options.kafka_source_options`).
 
     Raises
     ------
@@ -718,6 +723,8 @@ class StreamsConfig:
                     raise ConfigError(
                         f"Config {key!r} has an empty client config name after the prefix"
                     )
+                if prefix == "consumer." and sub in _SOURCE_TIMEOUTS and raw is not None:
+                    raw = _int(key, raw, minimum=1)  # streamtable derives Spark options from it
                 clients[prefix][sub] = raw
             else:
                 raise _unknown_key(key)

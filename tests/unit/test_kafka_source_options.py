@@ -2,6 +2,7 @@
 
 import pytest
 
+from streamtable.config import StreamsConfig
 from streamtable.errors import ConfigError
 from streamtable.runtime.kafka_source_options import (
     OFFSET_FETCH_BUDGET_MS,
@@ -49,8 +50,27 @@ def test_every_consumer_setting_is_passed_with_the_kafka_prefix_and_none_is_unse
 
 
 @pytest.mark.parametrize(
-    ("key", "value"), [("request.timeout.ms", "30s"), ("default.api.timeout.ms", 0)]
+    ("key", "value", "expected"),
+    [
+        ("request.timeout.ms", "30s", "expects an int, got str '30s'"),
+        ("default.api.timeout.ms", 0, "must be >= 1, got 0"),
+        ("default.api.timeout.ms", True, "expects an int, got bool True"),
+        ("request.timeout.ms", 4.9, "expects an int, got float 4.9"),
+    ],
 )
-def test_a_timeout_that_is_not_a_positive_number_of_ms_names_its_key(key, value):
-    with pytest.raises(ConfigError, match=rf"consumer\.{key} must be .*got {value!r}"):
-        kafka_source_options({key: value})
+def test_a_source_timeout_that_is_not_a_positive_int_is_refused_naming_its_key(
+    key, value, expected
+):
+    with pytest.raises(ConfigError) as e:
+        StreamsConfig.from_mapping(
+            {"application.id": "a", "bootstrap.servers": "b:1", f"consumer.{key}": value}
+        )
+    assert str(e.value) == f"Config 'consumer.{key}' {expected}"
+
+
+def test_a_source_timeout_given_as_a_string_is_an_int_in_the_consumer_config():
+    cfg = StreamsConfig.from_mapping(
+        {"application.id": "a", "bootstrap.servers": "b:1", "consumer.request.timeout.ms": "40000"}
+    )
+    assert cfg.consumer_config == {"request.timeout.ms": 40000}
+    assert kafka_source_options(cfg.consumer_config)["kafka.default.api.timeout.ms"] == "40000"

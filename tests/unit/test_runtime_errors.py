@@ -5,6 +5,8 @@ import pytest
 from streamtable import KafkaStreams, Serdes, StreamsBuilder
 from streamtable.errors import BrokerUnreachableError, ConfigError, TopologyError
 from streamtable.runtime.checkpoint import check_fingerprint
+from streamtable.runtime.kafka_streams import State
+from streamtable.runtime.state_lock import StateDirLock
 
 
 def topology(window_name="counts"):
@@ -60,6 +62,25 @@ def test_unreachable_broker_error_names_the_address_and_the_configured_timeout(t
         match=r"No Kafka broker answered at bootstrap.servers='127.0.0.1:1' within 2 s ",
     ):
         app.start()
+
+
+def test_a_consumer_setting_librdkafka_refuses_stops_start_before_anything_is_held(tmp_path):
+    config = {
+        "application.id": "a",
+        "bootstrap.servers": "127.0.0.1:1",
+        "state.dir": str(tmp_path),
+        "consumer.session.timeout.ms": "soon",
+    }
+    app = KafkaStreams(topology(), config)
+    with pytest.raises(
+        ConfigError,
+        match=r"^Config 'consumer.session.timeout.ms' is refused by librdkafka, the Kafka "
+        r"client of streamtable's own consumers \(Invalid value",
+    ):
+        app.start()
+    assert app.state is State.CREATED
+    # nothing was held: the state directory's lock is free
+    StateDirLock(app.config.checkpoint_dir).acquire("a").release()
 
 
 def test_incompatible_restart_names_the_change(tmp_path):

@@ -23,8 +23,6 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from streamtable.errors import ConfigError
-
 #: Bound of one request of the source's admin client and consumers (ms); Kafka's default is
 #: 30 s (``request.timeout.ms``).
 SOURCE_REQUEST_TIMEOUT_MS = 10_000
@@ -40,17 +38,7 @@ _RETRY_INTERVAL_MS = 1_000
 
 def _ms(consumer_config: Mapping[str, Any], key: str) -> int | None:
     value = consumer_config.get(key)
-    if value is None:
-        return None
-    try:
-        ms = int(value)
-    except (TypeError, ValueError):
-        raise ConfigError(
-            f"consumer.{key} must be a whole number of milliseconds; got {value!r}."
-        ) from None
-    if ms < 1:
-        raise ConfigError(f"consumer.{key} must be at least 1 (ms); got {value!r}.")
-    return ms
+    return None if value is None else int(value)  # StreamsConfig checked it: an int >= 1
 
 
 def kafka_source_options(consumer_config: Mapping[str, Any]) -> dict[str, str]:
@@ -60,8 +48,9 @@ def kafka_source_options(consumer_config: Mapping[str, Any]) -> dict[str, str]:
     ----------
     consumer_config : Mapping[str, Any]
         The application's ``consumer.*`` settings, prefix removed (``StreamsConfig.
-        consumer_config``); each one that is not ``None`` becomes a ``kafka.``-prefixed option
-        and wins over the defaults below.
+        consumer_config``, whose parsing checked that the two timeouts are ints >= 1); each
+        one that is not ``None`` becomes a ``kafka.``-prefixed option and wins over the
+        defaults below.
 
     Returns
     -------
@@ -72,12 +61,6 @@ def kafka_source_options(consumer_config: Mapping[str, Any]) -> dict[str, str]:
         ``fetchOffset.numRetries``, enough attempts of that API timeout to cover
         :data:`OFFSET_FETCH_BUDGET_MS` (at least Spark's 3); and every other ``consumer.*``
         setting.
-
-    Raises
-    ------
-    ConfigError
-        If ``consumer.request.timeout.ms`` or ``consumer.default.api.timeout.ms`` is not a
-        whole number of milliseconds of at least 1.
 
     Examples
     --------
@@ -91,10 +74,6 @@ def kafka_source_options(consumer_config: Mapping[str, Any]) -> dict[str, str]:
     ('40000', '5')
     >>> kafka_source_options({"default.api.timeout.ms": 5000})["kafka.request.timeout.ms"]
     '5000'
-    >>> kafka_source_options({"request.timeout.ms": "30s"})
-    Traceback (most recent call last):
-    ...
-    streamtable.errors.ConfigError: consumer.request.timeout.ms must be a whole number of ...
     """
     request = _ms(consumer_config, "request.timeout.ms")
     api = _ms(consumer_config, "default.api.timeout.ms")
