@@ -244,3 +244,22 @@ def test_session_store_fetch_and_find_sessions_follow_kafka_streams():
     assert store.find_sessions("u", 0, 50) == [(Windowed("u", 0, 5), 2)]
     assert store.fetch_session("v", 10, 10) == 1
     assert store.fetch("u", "v")[-1] == (Windowed("v", 10, 10), 1)
+
+
+def test_a_replica_whose_consumer_cannot_be_built_fails_its_readers_with_the_cause():
+    info = ChangelogInfo(
+        "s", "app-s-changelog", 1, "key_value", Serdes.string(), Serdes.long(), "q"
+    )
+    # a value librdkafka refuses (StreamsConfig's start() refuses it first; this is the
+    # replica's own guard): readers must hear why instead of waiting out their timeout
+    rep = StoreReplica("unused:9092", {"s": info}, {"session.timeout.ms": "soon"})
+    rep.start()
+    try:
+        with pytest.raises(StreamsError) as e:
+            rep.wait_for("s", {("in", 0): 5}, timeout_s=120)
+        assert str(e.value).startswith(
+            "The stores' replica stopped reading the changelog topics: KafkaError{code=_INVALID_ARG"
+        )
+        assert 'Invalid value for configuration property "session.timeout.ms"' in str(e.value)
+    finally:
+        rep.close()

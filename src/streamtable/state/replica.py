@@ -185,8 +185,9 @@ class StoreReplica:
     def _run(self) -> None:
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-        consumer = Consumer(self._config)
+        consumer = None
         try:
+            consumer = Consumer(self._config)  # its refusal of a setting is surfaced too
             assignment = [
                 TopicPartition(c.topic, p, OFFSET_BEGINNING)
                 for c in self.changelogs.values()
@@ -203,7 +204,8 @@ class StoreReplica:
                 self._error = e
                 self._cond.notify_all()
         finally:
-            consumer.close()
+            if consumer is not None:
+                consumer.close()
 
     def _apply(self, msgs: list[Any]) -> None:
         if not msgs:
