@@ -66,7 +66,17 @@ def test_named_stores_answer_queries_while_the_application_runs(
     # named, but read by nothing downstream: materialized anyway, as in Kafka Streams
     b.table(profiles, key_serde=S, value_serde=S, name="profiles-only")
     grouped.count(name="bare-counts")
-    app = KafkaStreams(b.build(), app_config(**{"processing.guarantee": guarantee}))
+    config = app_config(
+        **{
+            "processing.guarantee": guarantee,
+            # Java-client keys (Spark's source and sink take them): the store replica's and
+            # the transactional writers' librdkafka clients must leave them out
+            "consumer.default.api.timeout.ms": 30000,
+            "consumer.request.timeout.ms": 15000,
+            "producer.buffer.memory": 33554432,
+        }
+    )
+    app = KafkaStreams(b.build(), config)
 
     with pytest.raises(InvalidStateStoreException, match="not RUNNING. Call start"):
         app.store(StoreQueryParameters.from_name_and_type("click-counts", KV))

@@ -64,18 +64,24 @@ def test_unreachable_broker_error_names_the_address_and_the_configured_timeout(t
         app.start()
 
 
-def test_a_consumer_setting_librdkafka_refuses_stops_start_before_anything_is_held(tmp_path):
+@pytest.mark.parametrize(
+    ("key", "value"), [("consumer.session.timeout.ms", "soon"), ("producer.acks", "everything")]
+)
+def test_a_client_setting_librdkafka_refuses_stops_start_before_anything_is_held(
+    tmp_path, key, value
+):
     config = {
         "application.id": "a",
         "bootstrap.servers": "127.0.0.1:1",
         "state.dir": str(tmp_path),
-        "consumer.session.timeout.ms": "soon",
+        key: value,
     }
     app = KafkaStreams(topology(), config)
+    kind = key.split(".")[0]
     with pytest.raises(
         ConfigError,
-        match=r"^Config 'consumer.session.timeout.ms' is refused by librdkafka, the Kafka "
-        r"client of streamtable's own consumers \(Invalid value",
+        match=rf"^Config '{key}' is refused by librdkafka, the Kafka client of streamtable's "
+        rf"own {kind}s: Invalid value",
     ):
         app.start()
     assert app.state is State.CREATED

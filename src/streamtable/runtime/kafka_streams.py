@@ -215,6 +215,10 @@ class KafkaStreams:
         ------
         IllegalStateError
             If the application was already started.
+        ConfigError
+            If librdkafka, the client of streamtable's own consumers and producers, refuses a
+            ``consumer.*`` or ``producer.*`` value (:func:`~streamtable.runtime.
+            librdkafka_config.librdkafka_settings`); nothing was started then.
         BrokerUnreachableError
             If no broker answers within ``request.timeout.ms``.
         MissingSourceTopicError
@@ -233,8 +237,10 @@ class KafkaStreams:
                 f"start() called in state {self._state.value}; it may be called once."
             )
         cfg = self.config
-        # before anything is held: a consumer.* value librdkafka refuses raises ConfigError
+        # before anything is held: a consumer.* or producer.* value librdkafka refuses raises
+        # ConfigError (the producers' split is cached for the compiler's output specs)
         consumer_settings = librdkafka_settings(cfg.consumer_config, "consumer").accepted
+        librdkafka_settings(cfg.producer_config, "producer")
         self._state_dir_lock = StateDirLock(cfg.checkpoint_dir).acquire(cfg.application_id)
         self._group_offsets = GroupOffsetCommitter(
             cfg.application_id, cfg.bootstrap_servers, consumer_settings

@@ -7,17 +7,22 @@ queries). ``producer.*`` keys reach Spark's Kafka sink and streamtable's produce
 exactly-once writer, changelogs, late records, dead letters, the audit). The two clients do not
 know the same keys: ``default.api.timeout.ms`` or ``buffer.memory`` exist only in Java, and
 ``request.timeout.ms`` is a producer-only key in librdkafka. librdkafka refuses a key it does not
-know, so one such key used to break every offset commit or the store replica.
+know, so one such key used to break every offset commit, the store replica or the writers.
 
 Kafka's Java clients ignore a key they do not know (with the warning "The configuration ... was
 supplied but isn't a known config"). streamtable's librdkafka clients do the same: a key
-librdkafka does not know, or knows only for the other client kind, is left out of them (logged at
-INFO, once per set of settings) and still reaches Spark's Java client. A value librdkafka rejects
-for a key it knows is an error, as it would be for the client itself.
+librdkafka does not know, knows only for the other client kind, or knows only to refuse it as a
+Java setting (``sasl.jaas.config``, ``ssl.truststore.location``) is left out of them (logged at
+INFO, once per set of settings) and still reaches Spark's Java client. A value librdkafka
+refuses for a key it takes is a :class:`~streamtable.errors.ConfigError`, as it would be for the
+client itself.
 
 librdkafka has no list of its keys that Python can read, so :func:`librdkafka_settings` asks it:
-it builds a client that is never connected (no ``bootstrap.servers``) and reads librdkafka's
-refusals and configuration warnings. A probe takes about half a millisecond; results are cached.
+it builds a client that is never connected and reads librdkafka's refusals and configuration
+warnings. The probe leaves out what could make a client act at build time (reach a network,
+run ``kinit``, fetch an OAuth token, call back into Python): ``bootstrap.servers``,
+``security.protocol`` (checked against its four values instead), ``sasl.mechanism(s)``,
+``group.id`` and callables. A probe takes about half a millisecond; results are cached.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -37,17 +43,32 @@ log = logging.getLogger("streamtable")
 
 ClientKind = Literal["consumer", "producer"]
 
-#: librdkafka's refusals when a client is built (``KafkaError._INVALID_ARG``)
+#: librdkafka's refusal of a key it does not know
 _UNKNOWN = re.compile(r'No such configuration property: "(?P<key>[^"]+)"')
-_INVALID = re.compile(r'Invalid value for configuration property "(?P<key>[^"]+)"')
-#: librdkafka's CONFWARN for a key of the other client kind, which that client then ignores
+#: librdkafka's refusal of a Java client key it knows only to point to its own
+#: (``sasl.jaas.config``, ``ssl.truststore.location``: "Java ... are not supported, ...")
+_JAVA_ONLY = re.compile(r"^Java .* (?:is|are) not supported")
+#: librdkafka's CONFWARN for a key of the other client kind (named by its canonical name:
+#: ``linger.ms`` is ``queue.buffering.max.ms``), which that client then ignores
 _OTHER_KIND = re.compile(
     r"Configuration property (?P<key>\S+) is a (?P<kind>\w+) property "
     r"and will be ignored by this \w+ instance"
 )
-#: keys the probe never passes: streamtable sets them on every real client, and a
-#: ``bootstrap.servers`` would let the probe connect
-_NOT_PROBED = frozenset({"bootstrap.servers", "logger"})
+#: keys the probe does not pass (see the module docstring); they are kept as given
+_NOT_PROBED = frozenset(
+    {
+        "bootstrap.servers",
+        "group.id",
+        "logger",
+        "security.protocol",
+        "sasl.mechanism",
+        "sasl.mechanisms",
+    }
+)
+#: ``security.protocol``'s values, in both clients (librdkafka ignores their case)
+_SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -57,10 +78,11 @@ class LibrdkafkaSettings:
     Attributes
     ----------
     accepted : dict[str, Any]
-        Keys librdkafka knows for this client kind, with the application's values.
+        Keys librdkafka takes for this client kind, with the application's values.
     ignored : dict[str, str]
-        Keys left out, each with the reason (``"unknown to librdkafka"`` or ``"a producer
-        property in librdkafka"``).
+        Keys left out, each with the reason: ``"unknown to librdkafka"``, ``"a producer
+        property in librdkafka"`` (or ``consumer``), or ``"a Java setting librdkafka does not
+        support"``.
     """
 
     accepted: dict[str, Any] = field(default_factory=dict)
@@ -87,7 +109,7 @@ def _build(kind: ClientKind, conf: dict[str, Any]) -> list[str]:
     logger.addHandler(capture)
     logger.propagate = False
     if kind == "consumer":
-        consumer = Consumer({"group.id": "streamtable-config-probe", **conf, "logger": logger})
+        consumer = Consumer({**conf, "group.id": "streamtable-config-probe", "logger": logger})
         consumer.poll(0)  # delivers the messages logged while it was built
         consumer.close()
     else:
@@ -97,71 +119,75 @@ def _build(kind: ClientKind, conf: dict[str, Any]) -> list[str]:
     return capture.messages
 
 
-def _error_text(e: Exception) -> str:
-    error = e.args[0] if e.args else None
-    return error.str() if hasattr(error, "str") else str(e)
-
-
-def _culprit(kind: ClientKind, settings: dict[str, Any], text: str) -> str | None:
-    """The one key of ``settings`` that alone makes librdkafka refuse with ``text``."""
+def _refusal(kind: ClientKind, conf: dict[str, Any]) -> str | None:
+    """The refusal librdkafka gives ``conf`` (None if it builds a client from it)."""
     from confluent_kafka import KafkaException
 
-    for key, value in settings.items():
-        try:
-            _build(kind, {key: value})
-        except KafkaException as e:
-            if _error_text(e) == text:
-                return key
+    try:
+        _build(kind, conf)
+    except KafkaException as e:
+        error = e.args[0] if e.args else None
+        return (error.str() if hasattr(error, "str") else str(e)).strip()
+    except (TypeError, ValueError) as e:  # the binding's own checks of a value's type
+        return str(e).strip()
     return None
 
 
-def _split(kind: ClientKind, prefix: str, items: tuple[tuple[str, Any], ...]) -> LibrdkafkaSettings:
-    from confluent_kafka import KafkaException
-
-    settings = dict(items)
-    accepted = {k: v for k, v in settings.items() if k not in _NOT_PROBED}
-    ignored: dict[str, str] = {}
-    while True:
-        try:
-            messages = _build(kind, accepted)
-            break
-        except KafkaException as e:
-            text = _error_text(e)
-            unknown = _UNKNOWN.search(text)
-            if unknown and unknown["key"] in accepted:
-                del accepted[unknown["key"]]
-                ignored[unknown["key"]] = "unknown to librdkafka"
-                continue
-            invalid = _INVALID.search(text)
-            if invalid and invalid["key"] in accepted:
-                key = invalid["key"]
-                raise ConfigError(  # no value shown: it may be a secret
-                    f"Config '{prefix}{key}' is refused by librdkafka, the "
-                    f"Kafka client of streamtable's own {kind}s ({text}); set a value that both "
-                    f"librdkafka and Spark's Java client accept"
-                ) from None
-            java_only = (
-                None if text.startswith("Failed to create") else _culprit(kind, accepted, text)
-            )
-            if java_only is not None:
-                # librdkafka knows a few Java keys only to refuse them with a pointer to its
-                # own (sasl.jaas.config, ssl.truststore.location)
-                del accepted[java_only]
-                ignored[java_only] = "a Java setting librdkafka does not support"
-                continue
-            raise ConfigError(
-                f"The '{prefix}*' settings cannot build a librdkafka {kind}: {text}; fix the "
-                f"setting it names"
-            ) from None
+def _other_kind(messages: list[str]) -> str | None:
+    """The other client kind a CONFWARN in ``messages`` names, if any."""
     for message in messages:
-        other = _OTHER_KIND.search(message)
-        if other and other["key"] in accepted:
-            del accepted[other["key"]]
-            ignored[other["key"]] = f"a {other['kind']} property in librdkafka"
-    for key in _NOT_PROBED & settings.keys():
-        accepted[key] = settings[key]
-    # keep the application's order
-    accepted = {k: settings[k] for k in settings if k in accepted}
+        match = _OTHER_KIND.search(message)
+        if match:
+            return match["kind"]
+    return None
+
+
+def _check_security_protocol(prefix: str, settings: Mapping[str, Any]) -> None:
+    value = settings.get("security.protocol")
+    if value is None:
+        return
+    if not isinstance(value, str) or value.strip().upper() not in _SECURITY_PROTOCOLS:
+        raise ConfigError(
+            f"Config '{prefix}security.protocol' expects one of "
+            f"{' | '.join(map(repr, _SECURITY_PROTOCOLS))}, got {value!r}"
+        )
+
+
+def _split(kind: ClientKind, prefix: str, settings: dict[str, Any]) -> LibrdkafkaSettings:
+    _check_security_protocol(prefix, settings)
+    probe = {k: v for k, v in settings.items() if k not in _NOT_PROBED and not callable(v)}
+    ignored: dict[str, str] = {}
+    while (text := _refusal(kind, probe)) is not None:
+        unknown = _UNKNOWN.search(text)
+        key = unknown["key"] if unknown and unknown["key"] in probe else None
+        if key is not None:
+            ignored[key] = "unknown to librdkafka"
+        else:
+            # librdkafka may name a key by its canonical name (linger.ms is
+            # queue.buffering.max.ms): find the setting that alone is refused the same way
+            key = next((k for k in probe if _refusal(kind, {k: probe[k]}) == text), None)
+            if key is not None and _JAVA_ONLY.search(text):
+                ignored[key] = "a Java setting librdkafka does not support"
+            elif key is not None:
+                raise ConfigError(  # no value shown: it may be a secret
+                    f"Config '{prefix}{key}' is refused by librdkafka, the Kafka client of "
+                    f"streamtable's own {kind}s: {text}. Set a value that both librdkafka "
+                    f"and Spark's Java client accept, or leave the key out"
+                )
+            else:
+                raise ConfigError(
+                    f"The '{prefix}*' settings cannot build a librdkafka {kind}: {text}. "
+                    f"Fix or leave out the settings it names"
+                )
+        del probe[key]
+    # a CONFWARN names the canonical key: build each setting alone to find the user's keys
+    if _other_kind(_build(kind, probe)) is not None:
+        for key in list(probe):
+            other = _other_kind(_build(kind, {key: probe[key]}))
+            if other is not None:
+                ignored[key] = f"a {other} property in librdkafka"
+                del probe[key]
+    accepted = {k: v for k, v in settings.items() if k not in ignored}
     if ignored:
         log.info(
             "Left out of streamtable's librdkafka %ss (Spark's Java client still gets them): %s",
@@ -173,9 +199,9 @@ def _split(kind: ClientKind, prefix: str, items: tuple[tuple[str, Any], ...]) ->
 
 @functools.lru_cache(maxsize=64)
 def _split_cached(
-    kind: ClientKind, prefix: str, items: tuple[tuple[str, Any], ...]
+    kind: ClientKind, prefix: str, typed_items: tuple[tuple[str, str, Any], ...]
 ) -> LibrdkafkaSettings:
-    return _split(kind, prefix, items)
+    return _split(kind, prefix, {k: v for k, _type, v in typed_items})
 
 
 def librdkafka_settings(
@@ -184,9 +210,9 @@ def librdkafka_settings(
     """Split ``settings`` into what a librdkafka client of ``kind`` takes and what it ignores.
 
     Follows the Java Kafka clients, which ignore a key they do not know: a key librdkafka does
-    not know, or knows only for the other client kind (for which librdkafka itself would log a
-    warning and ignore it), is left out; Spark's Kafka source and sink, which use the Java
-    client, still get every key.
+    not know, knows only for the other client kind (for which librdkafka itself would log a
+    warning and ignore it), or knows only to refuse it as a Java setting is left out; Spark's
+    Kafka source and sink, which use the Java client, still get every key.
 
     Parameters
     ----------
@@ -202,14 +228,16 @@ def librdkafka_settings(
     Returns
     -------
     LibrdkafkaSettings
-        ``accepted`` keeps the application's order and values; ``bootstrap.servers`` is kept
-        without being checked.
+        A fresh object: ``accepted`` keeps the application's order and values.
+        ``bootstrap.servers``, ``group.id``, ``sasl.mechanism(s)`` and callables are kept
+        without being probed; ``security.protocol`` is kept once it is one of its values.
 
     Raises
     ------
     ConfigError
-        If librdkafka refuses the value of a key it knows (the message names the key and
-        librdkafka's reason), or cannot build a client from the settings.
+        If librdkafka refuses the value of a key it takes (the message names the key and
+        librdkafka's reason, not the value), cannot build a client from the settings, or
+        ``security.protocol`` is not one of its four values.
 
     Examples
     --------
@@ -220,13 +248,15 @@ def librdkafka_settings(
     {'session.timeout.ms': 45000}
     >>> s.ignored
     {'default.api.timeout.ms': 'unknown to librdkafka'}
-    >>> librdkafka_settings({"request.timeout.ms": 10000}, "consumer").ignored
-    {'request.timeout.ms': 'a producer property in librdkafka'}
+    >>> librdkafka_settings({"linger.ms": 5}, "consumer").ignored
+    {'linger.ms': 'a producer property in librdkafka'}
     """
     prefix = f"{kind}." if prefix is None else prefix
-    items = tuple((k, v) for k, v in settings.items() if v is not None)
-    try:
-        hash(items)
-    except TypeError:
-        return _split(kind, prefix, items)
-    return _split_cached(kind, prefix, items)
+    # the type is part of the key: True == 1, but librdkafka refuses True for a number
+    typed = tuple((k, type(v).__qualname__, v) for k, v in settings.items() if v is not None)
+    with _lock:  # one probe per set of settings, and one log line
+        try:
+            split = _split_cached(kind, prefix, typed)
+        except TypeError:  # an unhashable value
+            split = _split(kind, prefix, {k: v for k, _type, v in typed})
+    return LibrdkafkaSettings(dict(split.accepted), dict(split.ignored))
