@@ -86,6 +86,9 @@ class GroupOffsetCommitter:
     ) -> None:
         self._conf: dict[str, Any] = {
             "bootstrap.servers": bootstrap_servers,
+            # librdkafka's own errors are not for the console: a failed commit is logged once
+            # per distinct failure below (consumer.log_level shows them again)
+            "log_level": 2,
             **(client_config or {}),
             "group.id": application_id,
             "enable.auto.commit": False,

@@ -27,6 +27,10 @@ class KafkaAdmin:
         conf = {
             "bootstrap.servers": bootstrap_servers,
             "socket.connection.setup.timeout.ms": timeout_ms,
+            # librdkafka's own errors ("Connect to ... failed") are not for the console: every
+            # call here raises streamtable's error naming the broker instead (admin.log_level
+            # shows them again)
+            "log_level": 2,
         }
         conf.update(config or {})
         self._admin: AdminClient | None = AdminClient(conf)
