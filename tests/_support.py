@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from typing import Any
 
 from streamtable.demo._harness import ensure_topics, read_topic
@@ -86,6 +87,10 @@ def wait_until(condition: Any, timeout_s: float, what: Any, interval_s: float = 
             pytest.fail(f"timed out after {timeout_s:g} s: {what() if callable(what) else what}")
         threading.Event().wait(interval_s)
 
+
+#: ceiling for three KRaft nodes to format and start: with the test files spread over two
+#: processes (make test), six JVMs can start at once on 2 cores
+THREE_BROKERS_START = timedelta(minutes=3)
 
 #: A line of Spark's log (log4j layout of streamtable's log4j2.properties), PySpark's Python
 #: worker chatter, or a librdkafka log line: none belongs on a user's console (issue 19).

@@ -5,6 +5,7 @@ from datetime import timedelta
 import pytest
 from confluent_kafka import Consumer, Producer
 
+from _support import THREE_BROKERS_START
 from streamtable.broker import EmbeddedKafka
 from streamtable.errors import BrokerError
 
@@ -84,7 +85,7 @@ def test_single_broker_produce_consume():
 
 
 def test_three_brokers_survive_leader_crash():
-    with EmbeddedKafka(brokers=3) as kafka:
+    with EmbeddedKafka(brokers=3, startup_timeout=THREE_BROKERS_START) as kafka:
         kafka.create_topic("replicated", partitions=2, config={"min.insync.replicas": "2"})
         admin = kafka.admin()
         md = admin.list_topics(topic="replicated", timeout=10).topics["replicated"]
@@ -96,7 +97,7 @@ def test_three_brokers_survive_leader_crash():
         assert not kafka.is_alive(leader)
         wait_until(
             lambda: kafka.leader_of("replicated", 0) not in (-1, leader),
-            timeout=45,
+            timeout=90,
             what="a new leader for replicated-0",
         )
 
@@ -108,7 +109,7 @@ def test_three_brokers_survive_leader_crash():
         )
         assert msgs[0].offset() == 1
 
-        kafka.restart_broker(leader)
+        kafka.restart_broker(leader, timeout=timedelta(minutes=2))  # 60 s by default
         assert kafka.is_alive(leader)
         got = consume(kafka.bootstrap_servers, "replicated", 2)
         assert [m.value() for m in got if m.partition() == 0] == [b"1", b"2"]

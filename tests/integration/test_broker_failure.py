@@ -7,7 +7,7 @@ import time
 import uuid
 from datetime import timedelta
 
-from _support import produce_records
+from _support import THREE_BROKERS_START, produce_records
 from streamtable import KafkaStreams
 from streamtable.broker import EmbeddedKafka
 from streamtable.testing._crash_app import crash_topology
@@ -40,7 +40,7 @@ def _first_committed_record(bootstrap: str, topic: str, timeout_s: float) -> boo
 
 def test_output_leader_killed_mid_run(spark, tmp_path):
     records = 4000
-    with EmbeddedKafka(brokers=3) as kafka:
+    with EmbeddedKafka(brokers=3, startup_timeout=THREE_BROKERS_START) as kafka:
         bs = kafka.bootstrap_servers
         run = uuid.uuid4().hex[:6]
         source, echo, sums = (f"bf-{n}-{run}" for n in ("in", "echo", "sums"))

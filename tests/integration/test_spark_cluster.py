@@ -21,7 +21,13 @@ from typing import Any
 
 import pytest
 
-from _support import ensure_topics, produce_records, read_topic, wait_until
+from _support import (
+    THREE_BROKERS_START,
+    ensure_topics,
+    produce_records,
+    read_topic,
+    wait_until,
+)
 from streamtable import KafkaStreams
 from streamtable.platform import SparkClusterError, SparkStandaloneCluster
 from streamtable.platform.spark_cluster import cluster_marker
@@ -287,7 +293,7 @@ def test_worker_and_broker_leader_killed_together(spark_cluster, tmp_path):
     """
     from streamtable.broker import EmbeddedKafka
 
-    with EmbeddedKafka(brokers=3) as kafka:
+    with EmbeddedKafka(brokers=3, startup_timeout=THREE_BROKERS_START) as kafka:
         bs = kafka.bootstrap_servers
         isr = {"min.insync.replicas": "2", "retention.ms": "-1"}
         victims: list[int] = []
