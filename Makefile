@@ -24,11 +24,9 @@ demo: install
 wordcount: install
 	$(BIN)/streamtable demo wordcount
 
-## run every test (unit, doctests, integration against a real broker and Spark), test files
-## spread over PYTEST_WORKERS processes, each with its own Spark session and broker (0: one)
-PYTEST_WORKERS ?= 2
+## run every test (unit, doctests, integration against a real broker and Spark)
 test: install
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 unit: install
 	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)

@@ -88,8 +88,8 @@ def wait_until(condition: Any, timeout_s: float, what: Any, interval_s: float = 
         threading.Event().wait(interval_s)
 
 
-#: ceiling for three KRaft nodes to format and start: with the test files spread over two
-#: processes (make test), six JVMs can start at once on 2 cores
+#: ceiling for three KRaft nodes to format and start on a loaded 2-core machine (three
+#: format-tool JVMs, then three brokers, beside the session's Spark and broker)
 THREE_BROKERS_START = timedelta(minutes=3)
 
 #: A line of Spark's log (log4j layout of streamtable's log4j2.properties), PySpark's Python

@@ -1,7 +1,5 @@
 """Shared fixtures: one Spark session and one Kafka broker per test session (from streamtable's
-pytest plugin, ``streamtable.testing.pytest_plugin``). ``make test`` runs two sessions side by
-side (pytest-xdist, ``--dist loadfile``: each test file in one of them), so a test must not
-depend on another file's tests or on fixed ports and paths.
+pytest plugin, ``streamtable.testing.pytest_plugin``).
 
 Tests under ``tests/integration`` are marked ``integration`` automatically; the rest are ``unit``.
 """
