@@ -119,18 +119,22 @@ def _build(kind: ClientKind, conf: dict[str, Any]) -> list[str]:
     return capture.messages
 
 
-def _refusal(kind: ClientKind, conf: dict[str, Any]) -> str | None:
-    """The refusal librdkafka gives ``conf`` (None if it builds a client from it)."""
+def _try_build(kind: ClientKind, conf: dict[str, Any]) -> tuple[str | None, list[str]]:
+    """The refusal librdkafka gives ``conf`` (None if it builds a client) and its log lines."""
     from confluent_kafka import KafkaException
 
     try:
-        _build(kind, conf)
+        return None, _build(kind, conf)
     except KafkaException as e:
         error = e.args[0] if e.args else None
-        return (error.str() if hasattr(error, "str") else str(e)).strip()
+        return (error.str() if hasattr(error, "str") else str(e)).strip(), []
     except (TypeError, ValueError) as e:  # the binding's own checks of a value's type
-        return str(e).strip()
-    return None
+        return str(e).strip(), []
+
+
+def _refusal(kind: ClientKind, conf: dict[str, Any]) -> str | None:
+    """The refusal librdkafka gives ``conf`` (None if it builds a client from it)."""
+    return _try_build(kind, conf)[0]
 
 
 def _other_kind(messages: list[str]) -> str | None:
@@ -157,7 +161,10 @@ def _split(kind: ClientKind, prefix: str, settings: dict[str, Any]) -> Librdkafk
     _check_security_protocol(prefix, settings)
     probe = {k: v for k, v in settings.items() if k not in _NOT_PROBED and not callable(v)}
     ignored: dict[str, str] = {}
-    while (text := _refusal(kind, probe)) is not None:
+    while True:
+        text, messages = _try_build(kind, probe)
+        if text is None:
+            break
         unknown = _UNKNOWN.search(text)
         key = unknown["key"] if unknown and unknown["key"] in probe else None
         if key is not None:
@@ -181,7 +188,7 @@ def _split(kind: ClientKind, prefix: str, settings: dict[str, Any]) -> Librdkafk
                 )
         del probe[key]
     # a CONFWARN names the canonical key: build each setting alone to find the user's keys
-    if _other_kind(_build(kind, probe)) is not None:
+    if _other_kind(messages) is not None:
         for key in list(probe):
             other = _other_kind(_build(kind, {key: probe[key]}))
             if other is not None:
