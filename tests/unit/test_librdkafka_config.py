@@ -1,7 +1,9 @@
 """Which ``consumer.*``/``producer.*`` keys streamtable's librdkafka clients take (no broker)."""
 
 import logging
+import shutil
 import socket
+import subprocess
 
 import pytest
 
@@ -170,6 +172,107 @@ def test_the_probe_reaches_no_network_for_oauth_settings():
             endpoint.accept()  # nobody connected
     finally:
         endpoint.close()
+
+
+@pytest.fixture(scope="module")
+def keystores(tmp_path_factory):
+    """A PKCS#12 and a JKS keystore (password ``storepass1``), made by the JDK's keytool."""
+    keytool = shutil.which("keytool")
+    assert keytool, "keytool (from the JDK that runs the tests' Kafka broker) is not on PATH"
+    folder = tmp_path_factory.mktemp("keystores")
+    stores = {}
+    for kind in ("PKCS12", "JKS"):
+        path = folder / f"client.{kind.lower()}"
+        subprocess.run(
+            [keytool, "-genkeypair", "-alias", "client", "-keyalg", "RSA", "-keysize", "2048"]
+            + ["-dname", "CN=client", "-validity", "2", "-storetype", kind]
+            + ["-keystore", str(path), "-storepass", "storepass1", "-keypass", "storepass1"],
+            check=True,
+            capture_output=True,
+        )
+        stores[kind] = str(path)
+    return stores
+
+
+@pytest.mark.parametrize("kind", ["consumer", "producer"])
+def test_tls_settings_librdkafka_can_load_are_accepted(keystores, kind):
+    settings = {
+        "security.protocol": "SSL",
+        "ssl.keystore.location": keystores["PKCS12"],
+        "ssl.keystore.password": "storepass1",
+    }
+    assert librdkafka_settings(settings, kind).accepted == settings
+    # files are loaded for a TLS connection only, by either client
+    plaintext = {**settings, "security.protocol": "PLAINTEXT", "ssl.keystore.password": "x"}
+    assert librdkafka_settings(plaintext, kind).accepted == plaintext
+
+
+def test_a_keystore_with_the_wrong_password_is_refused_at_start_without_the_password(keystores):
+    settings = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "PLAIN",
+        "ssl.keystore.location": keystores["PKCS12"],
+        "ssl.keystore.password": "not-the-password",
+    }
+    with pytest.raises(ConfigError) as e:
+        librdkafka_settings(settings, "producer")
+    message = str(e.value)
+    assert message.startswith(
+        "The 'producer.ssl.*' settings cannot build a librdkafka producer "
+        "(security.protocol=SASL_SSL): Failed to parse ssl.keystore.location PKCS#12 file: "
+        f"{keystores['PKCS12']}: "
+    )
+    assert message.endswith(". Fix the file it names, or its password")
+    assert "not-the-password" not in message
+
+
+def test_a_java_keystore_is_named_with_how_to_convert_it(keystores):
+    jks = keystores["JKS"]
+    settings = {
+        "security.protocol": "SSL",
+        "ssl.keystore.location": jks,
+        "ssl.keystore.password": "storepass1",
+    }
+    with pytest.raises(ConfigError) as e:
+        librdkafka_settings(settings, "consumer")
+    message = str(e.value)
+    assert message.startswith(
+        "The 'consumer.ssl.*' settings cannot build a librdkafka consumer (security.protocol=SSL): "
+    )
+    assert message.endswith(
+        f". 'consumer.ssl.keystore.location' is a Java KeyStore (JKS) file, which librdkafka "
+        f"cannot read: convert it to PKCS#12 (keytool -importkeystore -srckeystore {jks} "
+        f"-destkeystore {jks}.p12 -deststoretype PKCS12) and name the new file; Spark's Java "
+        f"client reads PKCS#12 too (ssl.keystore.type=PKCS12)"
+    )
+
+
+def test_a_missing_ca_file_is_named(tmp_path):
+    missing = str(tmp_path / "ca.pem")
+    with pytest.raises(ConfigError) as e:
+        librdkafka_settings({"security.protocol": "ssl", "ssl.ca.location": missing}, "producer")
+    assert str(e.value).endswith(
+        f". 'producer.ssl.ca.location' names {missing!r}, which does not exist here"
+    )
+
+
+def test_a_java_truststore_without_a_ca_file_warns_that_librdkafka_uses_the_system_cas(
+    caplog, keystores
+):
+    settings = {"security.protocol": "SSL", "ssl.truststore.location": keystores["JKS"]}
+    with caplog.at_level(logging.WARNING, logger="streamtable"):
+        split = librdkafka_settings(settings, "consumer")
+    assert split.accepted == {"security.protocol": "SSL"}
+    assert [r.getMessage() for r in caplog.records] == [
+        "'consumer.ssl.truststore.location' reaches only Spark's Java client: streamtable's own "
+        "consumers (librdkafka) verify the brokers against the system's CA certificates. If the "
+        "brokers' certificates are signed by another CA, set 'consumer.ssl.ca.location' to its "
+        "certificate (PEM)"
+    ]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="streamtable"):
+        librdkafka_settings({**settings, "ssl.ca.location": "probe"}, "consumer")
+    assert caplog.records == []
 
 
 def test_a_value_is_cached_with_its_type_and_results_are_fresh_objects():

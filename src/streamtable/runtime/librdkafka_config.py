@@ -23,12 +23,22 @@ warnings. The probe leaves out what could make a client act at build time (reach
 run ``kinit``, fetch an OAuth token, call back into Python): ``bootstrap.servers``,
 ``security.protocol`` (checked against its four values instead), ``sasl.mechanism(s)``,
 ``group.id`` and callables. A probe takes about half a millisecond; results are cached.
+
+Under ``security.protocol`` ``SSL`` or ``SASL_SSL`` a client loads its TLS files when it is
+built, so the ``ssl.*`` settings are probed once more with ``security.protocol=SSL`` (still no
+``bootstrap.servers``, no SASL): a keystore librdkafka cannot open or decrypt, or a certificate
+or CA file it cannot read, is a :class:`~streamtable.errors.ConfigError` at start instead of a
+failed commit or task later. A Java KeyStore (JKS) file is named as such: librdkafka reads
+PKCS#12 only. Java's truststore (``ssl.truststore.location``) is left out; without
+``ssl.ca.location`` librdkafka verifies the brokers against the system's CA certificates, and a
+warning says so.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
+import os
 import re
 import threading
 from collections.abc import Mapping
@@ -67,6 +77,16 @@ _NOT_PROBED = frozenset(
 )
 #: ``security.protocol``'s values, in both clients (librdkafka ignores their case)
 _SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+#: settings naming a file (or folder) librdkafka loads when it builds a TLS client
+_SSL_FILES = (
+    "ssl.keystore.location",
+    "ssl.certificate.location",
+    "ssl.key.location",
+    "ssl.ca.location",
+    "ssl.crl.location",
+)
+#: the first bytes of Java's own keystore formats, which librdkafka cannot read
+_JAVA_KEYSTORE_MAGIC = {b"\xfe\xed\xfe\xed": "JKS", b"\xce\xce\xce\xce": "JCEKS"}
 
 _lock = threading.Lock()
 
@@ -157,6 +177,62 @@ def _check_security_protocol(prefix: str, settings: Mapping[str, Any]) -> None:
         )
 
 
+def _java_keystore_format(path: Any) -> str | None:
+    """``"JKS"`` or ``"JCEKS"`` if the file at ``path`` is one of Java's keystore formats."""
+    try:
+        with open(path, "rb") as f:
+            return _JAVA_KEYSTORE_MAGIC.get(f.read(4))
+    except (OSError, TypeError, ValueError):
+        return None
+
+
+def _check_ssl_files(kind: ClientKind, prefix: str, accepted: Mapping[str, Any]) -> None:
+    """Build a TLS client from the ``ssl.*`` settings, as the real clients will (see module)."""
+    protocol = str(accepted.get("security.protocol", "")).strip().upper()
+    if not protocol.endswith("SSL"):
+        return
+    ssl = {k: v for k, v in accepted.items() if k.startswith("ssl.") and not callable(v)}
+    text = _refusal(kind, {**ssl, "security.protocol": "SSL"})
+    if text is None:
+        return
+    text = re.sub(r"^Failed to create \w+: ", "", text)
+    hints = []
+    for key in _SSL_FILES:
+        path = ssl.get(key)
+        if path is None or key == "ssl.ca.location" and path == "probe":
+            continue
+        java_format = _java_keystore_format(path) if key == "ssl.keystore.location" else None
+        if java_format is not None:
+            hints.append(
+                f"'{prefix}{key}' is a Java KeyStore ({java_format}) file, which librdkafka "
+                f"cannot read: convert it to PKCS#12 (keytool -importkeystore -srckeystore "
+                f"{path} -destkeystore {path}.p12 -deststoretype PKCS12) and name the new file; "
+                f"Spark's Java client reads PKCS#12 too (ssl.keystore.type=PKCS12)"
+            )
+        elif not os.path.exists(str(path)):
+            hints.append(f"'{prefix}{key}' names {str(path)!r}, which does not exist here")
+    hint = "; ".join(hints) if hints else "fix the file it names, or its password"
+    raise ConfigError(  # librdkafka's text names the key and the file, never a password
+        f"The '{prefix}ssl.*' settings cannot build a librdkafka {kind} "
+        f"(security.protocol={protocol}): {text}. {hint[0].upper()}{hint[1:]}"
+    )
+
+
+def _warn_without_ca(kind: ClientKind, prefix: str, settings: Mapping[str, Any]) -> None:
+    """Warn when Java's truststore is set but librdkafka's CA file is not (see module)."""
+    protocol = str(settings.get("security.protocol", "")).strip().upper()
+    if protocol.endswith("SSL") and "ssl.ca.location" not in settings:
+        log.warning(
+            "'%sssl.truststore.location' reaches only Spark's Java client: streamtable's own "
+            "%ss (librdkafka) verify the brokers against the system's CA certificates. If the "
+            "brokers' certificates are signed by another CA, set '%sssl.ca.location' to its "
+            "certificate (PEM)",
+            prefix,
+            kind,
+            prefix,
+        )
+
+
 def _split(kind: ClientKind, prefix: str, settings: dict[str, Any]) -> LibrdkafkaSettings:
     _check_security_protocol(prefix, settings)
     probe = {k: v for k, v in settings.items() if k not in _NOT_PROBED and not callable(v)}
@@ -195,6 +271,9 @@ def _split(kind: ClientKind, prefix: str, settings: dict[str, Any]) -> Librdkafk
                 ignored[key] = f"a {other} property in librdkafka"
                 del probe[key]
     accepted = {k: v for k, v in settings.items() if k not in ignored}
+    _check_ssl_files(kind, prefix, accepted)
+    if "ssl.truststore.location" in ignored:
+        _warn_without_ca(kind, prefix, settings)
     if ignored:
         log.info(
             "Left out of streamtable's librdkafka %ss (Spark's Java client still gets them): %s",
