@@ -10,6 +10,7 @@ import pytest
 from streamtable.config import StreamsConfig
 from streamtable.errors import ConfigError
 from streamtable.runtime import librdkafka_config
+from streamtable.runtime.kafka_admin import KafkaAdmin
 from streamtable.runtime.librdkafka_config import librdkafka_settings
 from streamtable.runtime.task_output import output_spec
 
@@ -88,6 +89,45 @@ def test_java_keys_librdkafka_knows_only_to_refuse_are_left_out():
         "sasl.jaas.config": "a Java setting librdkafka does not support",
         "ssl.truststore.location": "a Java setting librdkafka does not support",
     }
+
+
+def test_admin_settings_shared_with_the_java_clients_are_split_the_same_way(caplog):
+    """A security setup written once for consumer./producer./admin. (Kafka Streams hands
+    admin.* to Java's admin client, which ignores unknown keys)."""
+    settings = {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required;",
+        "sasl.username": "alice",
+        "sasl.password": "s3cret",
+        "default.api.timeout.ms": 30000,
+        "session.timeout.ms": 45000,  # a consumer key: the admin client is a producer here
+    }
+    with caplog.at_level(logging.INFO, logger="streamtable"):
+        split = librdkafka_settings(settings, "admin")
+    assert split.accepted == {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "PLAIN",
+        "sasl.username": "alice",
+        "sasl.password": "s3cret",
+    }
+    assert [r.getMessage() for r in caplog.records] == [
+        "Left out of streamtable's librdkafka admin clients: "
+        "admin.sasl.jaas.config (a Java setting librdkafka does not support), "
+        "admin.default.api.timeout.ms (unknown to librdkafka), "
+        "admin.session.timeout.ms (a consumer property in librdkafka)"
+    ]
+    # the admin client that checks topics and runs resets is built with what librdkafka takes
+    # (it refused the whole setup before: "Java JAAS configuration is not supported")
+    admin = KafkaAdmin("127.0.0.1:1", config=settings)
+    admin.close()
+    with pytest.raises(ConfigError) as e:
+        librdkafka_settings({"socket.timeout.ms": "soon"}, "admin")
+    assert str(e.value).startswith(
+        "Config 'admin.socket.timeout.ms' is refused by librdkafka, the Kafka client of "
+        "streamtable's own admin clients: "
+    )
+    assert str(e.value).endswith(". Set a value that librdkafka accepts, or leave the key out")
 
 
 def test_the_left_out_keys_are_logged_once_with_their_prefixed_names(caplog):
@@ -264,10 +304,10 @@ def test_a_java_truststore_without_a_ca_file_warns_that_librdkafka_uses_the_syst
         split = librdkafka_settings(settings, "consumer")
     assert split.accepted == {"security.protocol": "SSL"}
     assert [r.getMessage() for r in caplog.records] == [
-        "'consumer.ssl.truststore.location' reaches only Spark's Java client: streamtable's own "
-        "consumers (librdkafka) verify the brokers against the system's CA certificates. If the "
-        "brokers' certificates are signed by another CA, set 'consumer.ssl.ca.location' to its "
-        "certificate (PEM)"
+        "'consumer.ssl.truststore.location' is a Java setting, which librdkafka leaves out: "
+        "streamtable's own consumers verify the brokers against the system's CA certificates. If "
+        "the brokers' certificates are signed by another CA, set 'consumer.ssl.ca.location' to "
+        "its certificate (PEM)"
     ]
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="streamtable"):

@@ -392,7 +392,14 @@ def create_audit_topic(
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers, **(admin_config or {})})
+    from streamtable.runtime.librdkafka_config import librdkafka_settings
+
+    admin = AdminClient(
+        {
+            "bootstrap.servers": bootstrap_servers,
+            **librdkafka_settings(admin_config or {}, "admin").accepted,
+        }
+    )
     if topic in admin.list_topics(timeout=timeout_s).topics:
         return False
     new = NewTopic(

@@ -10,6 +10,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicP
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from streamtable.errors import BrokerUnreachableError, MissingSourceTopicError, StreamtableError
+from streamtable.runtime.librdkafka_config import librdkafka_settings
 
 
 class KafkaAdmin:
@@ -32,7 +33,8 @@ class KafkaAdmin:
             # shows them again)
             "log_level": 2,
         }
-        conf.update(config or {})
+        # Java-only keys (a security setup shared with consumer.*/producer.*) are left out
+        conf.update(librdkafka_settings(config or {}, "admin").accepted)
         self._admin: AdminClient | None = AdminClient(conf)
 
     def close(self) -> None:

@@ -216,9 +216,10 @@ class KafkaStreams:
         IllegalStateError
             If the application was already started.
         ConfigError
-            If librdkafka, the client of streamtable's own consumers and producers, refuses a
-            ``consumer.*`` or ``producer.*`` value (:func:`~streamtable.runtime.
-            librdkafka_config.librdkafka_settings`); nothing was started then.
+            If librdkafka, the client of streamtable's own consumers, producers and admin
+            client, refuses a ``consumer.*``, ``producer.*`` or ``admin.*`` value, or cannot
+            load the TLS files they name (:func:`~streamtable.runtime.librdkafka_config.
+            librdkafka_settings`); nothing was started then.
         BrokerUnreachableError
             If no broker answers within ``request.timeout.ms``.
         MissingSourceTopicError
@@ -237,10 +238,11 @@ class KafkaStreams:
                 f"start() called in state {self._state.value}; it may be called once."
             )
         cfg = self.config
-        # before anything is held: a consumer.* or producer.* value librdkafka refuses raises
-        # ConfigError (the producers' split is cached for the compiler's output specs)
+        # before anything is held: a consumer.*, producer.* or admin.* value librdkafka refuses
+        # raises ConfigError (the splits are cached for the output specs and the admin client)
         consumer_settings = librdkafka_settings(cfg.consumer_config, "consumer").accepted
         librdkafka_settings(cfg.producer_config, "producer")
+        librdkafka_settings(cfg.admin_config, "admin")
         self._state_dir_lock = StateDirLock(cfg.checkpoint_dir).acquire(cfg.application_id)
         self._group_offsets = GroupOffsetCommitter(
             cfg.application_id, cfg.bootstrap_servers, consumer_settings

@@ -1,4 +1,4 @@
-"""Which ``consumer.*`` and ``producer.*`` settings streamtable's librdkafka clients take.
+"""Which ``consumer.*``/``producer.*``/``admin.*`` keys streamtable's librdkafka clients take.
 
 An application's ``consumer.*`` keys reach two kinds of Kafka client: Spark's Kafka source (the
 Java client) and streamtable's own consumers (confluent-kafka, i.e. librdkafka: the client that
@@ -16,6 +16,10 @@ Java setting (``sasl.jaas.config``, ``ssl.truststore.location``) is left out of 
 INFO, once per set of settings) and still reaches Spark's Java client. A value librdkafka
 refuses for a key it takes is a :class:`~streamtable.errors.ConfigError`, as it would be for the
 client itself.
+
+``admin.*`` keys reach only streamtable's admin client (librdkafka): Kafka Streams hands them to
+Java's admin client, which ignores unknown keys, so they are split the same way. A security
+setup written once for the three prefixes (``ssl.truststore.location`` included) therefore works.
 
 librdkafka has no list of its keys that Python can read, so :func:`librdkafka_settings` asks it:
 it builds a client that is never connected and reads librdkafka's refusals and configuration
@@ -51,7 +55,7 @@ __all__ = ["LibrdkafkaSettings", "librdkafka_settings"]
 
 log = logging.getLogger("streamtable")
 
-ClientKind = Literal["consumer", "producer"]
+ClientKind = Literal["consumer", "producer", "admin"]
 
 #: librdkafka's refusal of a key it does not know
 _UNKNOWN = re.compile(r'No such configuration property: "(?P<key>[^"]+)"')
@@ -88,6 +92,9 @@ _SSL_FILES = (
 #: the first bytes of Java's own keystore formats, which librdkafka cannot read
 _JAVA_KEYSTORE_MAGIC = {b"\xfe\xed\xfe\xed": "JKS", b"\xce\xce\xce\xce": "JCEKS"}
 
+#: how messages name each client kind (librdkafka builds an admin client as a producer)
+_CLIENT = {"consumer": "consumer", "producer": "producer", "admin": "admin client"}
+
 _lock = threading.Lock()
 
 
@@ -121,7 +128,10 @@ class _Capture(logging.Handler):
 
 
 def _build(kind: ClientKind, conf: dict[str, Any]) -> list[str]:
-    """Build and close a never-connected client of ``kind``; librdkafka's log messages."""
+    """Build and close a never-connected client of ``kind``; librdkafka's log messages.
+
+    librdkafka builds an admin client as a producer: consumer keys draw the same warning.
+    """
     from confluent_kafka import Consumer, Producer
 
     capture = _Capture()
@@ -132,6 +142,10 @@ def _build(kind: ClientKind, conf: dict[str, Any]) -> list[str]:
         consumer = Consumer({**conf, "group.id": "streamtable-config-probe", "logger": logger})
         consumer.poll(0)  # delivers the messages logged while it was built
         consumer.close()
+    elif kind == "admin":
+        from confluent_kafka.admin import AdminClient
+
+        AdminClient({**conf, "logger": logger}).poll(0)
     else:
         producer = Producer({**conf, "logger": logger})
         producer.poll(0)
@@ -213,7 +227,7 @@ def _check_ssl_files(kind: ClientKind, prefix: str, accepted: Mapping[str, Any])
             hints.append(f"'{prefix}{key}' names {str(path)!r}, which does not exist here")
     hint = "; ".join(hints) if hints else "fix the file it names, or its password"
     raise ConfigError(  # librdkafka's text names the key and the file, never a password
-        f"The '{prefix}ssl.*' settings cannot build a librdkafka {kind} "
+        f"The '{prefix}ssl.*' settings cannot build a librdkafka {_CLIENT[kind]} "
         f"(security.protocol={protocol}): {text}. {hint[0].upper()}{hint[1:]}"
     )
 
@@ -223,12 +237,12 @@ def _warn_without_ca(kind: ClientKind, prefix: str, settings: Mapping[str, Any])
     protocol = str(settings.get("security.protocol", "")).strip().upper()
     if protocol.endswith("SSL") and "ssl.ca.location" not in settings:
         log.warning(
-            "'%sssl.truststore.location' reaches only Spark's Java client: streamtable's own "
-            "%ss (librdkafka) verify the brokers against the system's CA certificates. If the "
-            "brokers' certificates are signed by another CA, set '%sssl.ca.location' to its "
+            "'%sssl.truststore.location' is a Java setting, which librdkafka leaves out: "
+            "streamtable's own %ss verify the brokers against the system's CA certificates. If "
+            "the brokers' certificates are signed by another CA, set '%sssl.ca.location' to its "
             "certificate (PEM)",
             prefix,
-            kind,
+            _CLIENT[kind],
             prefix,
         )
 
@@ -252,15 +266,20 @@ def _split(kind: ClientKind, prefix: str, settings: dict[str, Any]) -> Librdkafk
             if key is not None and _JAVA_ONLY.search(text):
                 ignored[key] = "a Java setting librdkafka does not support"
             elif key is not None:
+                accept = (
+                    "librdkafka accepts"
+                    if kind == "admin"
+                    else "both librdkafka and Spark's Java client accept"
+                )
                 raise ConfigError(  # no value shown: it may be a secret
                     f"Config '{prefix}{key}' is refused by librdkafka, the Kafka client of "
-                    f"streamtable's own {kind}s: {text}. Set a value that both librdkafka "
-                    f"and Spark's Java client accept, or leave the key out"
+                    f"streamtable's own {_CLIENT[kind]}s: {text}. Set a value that {accept}, "
+                    f"or leave the key out"
                 )
             else:
                 raise ConfigError(
-                    f"The '{prefix}*' settings cannot build a librdkafka {kind}: {text}. "
-                    f"Fix or leave out the settings it names"
+                    f"The '{prefix}*' settings cannot build a librdkafka {_CLIENT[kind]}: "
+                    f"{text}. Fix or leave out the settings it names"
                 )
         del probe[key]
     # a CONFWARN names the canonical key: build each setting alone to find the user's keys
@@ -276,8 +295,9 @@ def _split(kind: ClientKind, prefix: str, settings: dict[str, Any]) -> Librdkafk
         _warn_without_ca(kind, prefix, settings)
     if ignored:
         log.info(
-            "Left out of streamtable's librdkafka %ss (Spark's Java client still gets them): %s",
-            kind,
+            "Left out of streamtable's librdkafka %ss%s: %s",
+            _CLIENT[kind],
+            "" if kind == "admin" else " (Spark's Java client still gets them)",
             ", ".join(f"{prefix}{k} ({why})" for k, why in ignored.items()),
         )
     return LibrdkafkaSettings(accepted, ignored)
@@ -305,8 +325,10 @@ def librdkafka_settings(
     settings : Mapping[str, Any]
         Client settings without their prefix (``StreamsConfig.consumer_config`` or
         ``producer_config``). ``None`` values are dropped (unset).
-    kind : {"consumer", "producer"}
-        The librdkafka client kind the settings are for.
+    kind : {"consumer", "producer", "admin"}
+        The librdkafka client kind the settings are for (``admin``: streamtable's admin
+        client, which only librdkafka gets: Kafka Streams' Java admin client ignores unknown
+        keys too).
     prefix : str, optional
         How the keys are named in the application's config, for messages; default
         ``"<kind>."``.
