@@ -156,12 +156,16 @@ class KafkaNode:
         Client (``PLAINTEXT``) port on 127.0.0.1.
     controller_port : int
         ``CONTROLLER`` listener port on 127.0.0.1.
+    ssl_port : int, optional
+        ``SSL`` listener port on 127.0.0.1 (its keys come with the settings of
+        :meth:`write_config`); no SSL listener if omitted.
     """
 
     node_id: int
     home: pathlib.Path
     port: int
     controller_port: int
+    ssl_port: int | None = None
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -196,13 +200,15 @@ class KafkaNode:
     def write_config(self, voters: str, settings: Mapping[str, object]) -> None:
         """Write ``server.properties`` and the log4j2 configuration."""
         self.home.mkdir(parents=True, exist_ok=True)
+        ssl = "" if self.ssl_port is None else f",SSL://127.0.0.1:{self.ssl_port}"
         props: dict[str, object] = {
             "process.roles": "broker,controller",
             "node.id": self.node_id,
             "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}{ssl}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}{ssl}",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
+            + (",SSL:SSL" if ssl else ""),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "log.dirs": str(self.data_path),

@@ -25,6 +25,7 @@ from streamtable.broker._node import (
     tail_file,
     voters_string,
 )
+from streamtable.broker._tls import TlsMaterial, make_tls_material
 from streamtable.errors import BrokerError
 
 __all__ = ["EmbeddedKafka"]
@@ -80,6 +81,12 @@ class EmbeddedKafka:
     broker_config : dict, optional
         Extra ``server.properties`` settings for every node (Kafka's dotted names); they
         override the test-friendly defaults.
+    tls : bool
+        Also listen for TLS clients (an ``SSL`` listener requiring client certificates, at
+        :attr:`ssl_bootstrap_servers`), with a CA, broker and client keys made for this cluster
+        by the JDK's ``keytool`` (a few seconds more at :meth:`start`);
+        :meth:`tls_client_config` gives a client's settings. For testing an application's
+        TLS configuration; the ``PLAINTEXT`` listener stays.
 
     Raises
     ------
@@ -110,6 +117,7 @@ class EmbeddedKafka:
         data_dir: str | Path | None = None,
         startup_timeout: timedelta = timedelta(seconds=60),
         broker_config: Mapping[str, Any] | None = None,
+        tls: bool = False,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be >= 1, got {brokers}")
@@ -118,6 +126,8 @@ class EmbeddedKafka:
         self._requested_dir = Path(data_dir) if data_dir is not None else None
         self._timeout = startup_timeout.total_seconds()
         self._broker_config = dict(broker_config or {})
+        self._tls = tls
+        self._tls_material: TlsMaterial | None = None
         self._dir: Path | None = None
         self._owns_dir = False
         self._nodes: list[KafkaNode] = []
@@ -158,13 +168,24 @@ class EmbeddedKafka:
             else:
                 self._dir = Path(tempfile.mkdtemp(prefix="streamtable-kafka-"))
                 self._owns_dir = True
-            ports = free_ports(2 * self._n)
+            per_node = 3 if self._tls else 2
+            ports = free_ports(per_node * self._n)
             self._nodes = [
-                KafkaNode(i, self._dir / f"node-{i}", ports[2 * i], ports[2 * i + 1])
+                KafkaNode(
+                    i,
+                    self._dir / f"node-{i}",
+                    ports[per_node * i],
+                    ports[per_node * i + 1],
+                    ports[per_node * i + 2] if self._tls else None,
+                )
                 for i in range(self._n)
             ]
             voters = voters_string(self._nodes)
-            settings = {**default_settings(self._n), **self._broker_config}
+            settings = dict(default_settings(self._n))
+            if self._tls:
+                self._tls_material = make_tls_material(self._dir / "tls")
+                settings.update(self._tls_material.broker_settings())
+            settings.update(self._broker_config)
             for node in self._nodes:
                 node.write_config(voters, settings)
             _LIVE.add(self)
@@ -201,6 +222,8 @@ class EmbeddedKafka:
                 else:
                     for node in self._nodes:
                         shutil.rmtree(node.home, ignore_errors=True)
+                    if self._tls_material is not None:
+                        shutil.rmtree(self._dir / "tls", ignore_errors=True)
 
     def __enter__(self) -> EmbeddedKafka:
         return self.start()
@@ -271,6 +294,50 @@ class EmbeddedKafka:
         if value is None:
             raise BrokerError("EmbeddedKafka has not been started; no bootstrap servers yet")
         return value
+
+    @property
+    def ssl_bootstrap_servers(self) -> str:
+        """``bootstrap.servers`` of the TLS listeners (``tls=True``), one per node.
+
+        Raises
+        ------
+        BrokerError
+            If the cluster was started without ``tls=True``, or never started.
+        """
+        ports = [n.ssl_port for n in self._nodes if n.ssl_port is not None]
+        if not self._tls or not ports:
+            raise BrokerError(
+                "EmbeddedKafka has no TLS listener: create it with EmbeddedKafka(tls=True) and "
+                "start it"
+            )
+        return ",".join(f"127.0.0.1:{port}" for port in ports)
+
+    def tls_client_config(self) -> dict[str, str]:
+        """Settings of a TLS client of :attr:`ssl_bootstrap_servers` (``tls=True``).
+
+        Each key is given in both Kafka clients' terms where they differ: the CA as
+        ``ssl.truststore.location`` (PKCS#12, Java) and ``ssl.ca.location`` (PEM, librdkafka),
+        the client's key and certificate as a PKCS#12 ``ssl.keystore.location`` (both).
+        Prefix them with ``consumer.``, ``producer.`` and ``admin.`` for an application;
+        streamtable's librdkafka clients leave out the Java keys.
+
+        Returns
+        -------
+        dict[str, str]
+            A new dict, without ``bootstrap.servers``.
+
+        Raises
+        ------
+        BrokerError
+            If the cluster was started without ``tls=True``, or never started.
+        """
+        material = self._tls_material
+        if material is None:
+            raise BrokerError(
+                "EmbeddedKafka has no TLS listener: create it with EmbeddedKafka(tls=True) and "
+                "start it"
+            )
+        return material.client_settings()
 
     @property
     def brokers(self) -> int:
