@@ -1,12 +1,12 @@
 """Which ``consumer.*``/``producer.*`` keys streamtable's librdkafka clients take (no broker)."""
 
 import logging
-import shutil
 import socket
 import subprocess
 
 import pytest
 
+from streamtable.broker._security import keytool_executable
 from streamtable.config import StreamsConfig
 from streamtable.errors import ConfigError
 from streamtable.runtime import librdkafka_config
@@ -216,9 +216,9 @@ def test_the_probe_reaches_no_network_for_oauth_settings():
 
 @pytest.fixture(scope="module")
 def keystores(tmp_path_factory):
-    """A PKCS#12 and a JKS keystore (password ``storepass1``), made by the JDK's keytool."""
-    keytool = shutil.which("keytool")
-    assert keytool, "keytool (from the JDK that runs the tests' Kafka broker) is not on PATH"
+    """A PKCS#12 and a JKS keystore (password ``storepass1``), made by the JDK's keytool, and
+    the certificate as PEM text."""
+    keytool = keytool_executable()  # the JDK's, which also runs the tests' Kafka broker
     folder = tmp_path_factory.mktemp("keystores")
     stores = {}
     for kind in ("PKCS12", "JKS"):
@@ -231,6 +231,14 @@ def keystores(tmp_path_factory):
             capture_output=True,
         )
         stores[kind] = str(path)
+    pem = folder / "client.pem"  # the certificate alone, as PEM
+    subprocess.run(
+        [keytool, "-exportcert", "-rfc", "-alias", "client", "-keystore", stores["PKCS12"]]
+        + ["-storepass", "storepass1", "-file", str(pem)],
+        check=True,
+        capture_output=True,
+    )
+    stores["PEM"] = pem.read_text()
     return stores
 
 
@@ -262,7 +270,7 @@ def test_a_keystore_with_the_wrong_password_is_refused_at_start_without_the_pass
         "(security.protocol=SASL_SSL): Failed to parse ssl.keystore.location PKCS#12 file: "
         f"{keystores['PKCS12']}: "
     )
-    assert message.endswith(". Fix the file it names, or its password")
+    assert message.endswith(". Fix the ssl.* setting librdkafka names")
     assert "not-the-password" not in message
 
 
@@ -287,13 +295,36 @@ def test_a_java_keystore_is_named_with_how_to_convert_it(keystores):
     )
 
 
-def test_a_missing_ca_file_is_named(tmp_path):
+@pytest.mark.parametrize(("kind", "client"), [("producer", "producer"), ("admin", "admin client")])
+def test_a_missing_ca_file_is_named(tmp_path, kind, client):
     missing = str(tmp_path / "ca.pem")
     with pytest.raises(ConfigError) as e:
-        librdkafka_settings({"security.protocol": "ssl", "ssl.ca.location": missing}, "producer")
-    assert str(e.value).endswith(
-        f". 'producer.ssl.ca.location' names {missing!r}, which does not exist here"
+        librdkafka_settings({"security.protocol": "ssl", "ssl.ca.location": missing}, kind)
+    assert str(e.value) == (
+        f"The '{kind}.ssl.*' settings cannot build a librdkafka {client} (security.protocol=SSL): "
+        "ssl.ca.location failed: error:05880020:x509 certificate routines::BIO lib. "
+        f"'{kind}.ssl.ca.location' names {missing!r}, which does not exist here"
     )
+
+
+def test_key_material_given_where_a_path_goes_is_not_shown():
+    pem = (
+        "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n"
+    )
+    with pytest.raises(ConfigError) as e:
+        librdkafka_settings({"security.protocol": "SSL", "ssl.key.location": pem}, "consumer")
+    message = str(e.value)
+    assert message.startswith("The 'consumer.ssl.*' settings cannot build a librdkafka consumer")
+    assert message.endswith(". Fix the ssl.* setting librdkafka names")
+    assert "MIIE" not in message
+
+
+def test_javas_empty_hostname_check_algorithm_is_librdkafkas_none():
+    settings = {"security.protocol": "SSL", "ssl.endpoint.identification.algorithm": ""}
+    assert librdkafka_settings(settings, "consumer").accepted == {
+        "security.protocol": "SSL",
+        "ssl.endpoint.identification.algorithm": "none",
+    }
 
 
 def test_a_java_truststore_without_a_ca_file_warns_that_librdkafka_uses_the_system_cas(
@@ -309,10 +340,11 @@ def test_a_java_truststore_without_a_ca_file_warns_that_librdkafka_uses_the_syst
         "the brokers' certificates are signed by another CA, set 'consumer.ssl.ca.location' to "
         "its certificate (PEM)"
     ]
-    caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="streamtable"):
-        librdkafka_settings({**settings, "ssl.ca.location": "probe"}, "consumer")
-    assert caplog.records == []
+    for ca in ({"ssl.ca.location": "probe"}, {"ssl.ca.pem": keystores["PEM"]}):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="streamtable"):
+            librdkafka_settings({**settings, **ca}, "consumer")
+        assert caplog.records == []
 
 
 def test_a_value_is_cached_with_its_type_and_results_are_fresh_objects():

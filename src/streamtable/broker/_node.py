@@ -156,16 +156,19 @@ class KafkaNode:
         Client (``PLAINTEXT``) port on 127.0.0.1.
     controller_port : int
         ``CONTROLLER`` listener port on 127.0.0.1.
-    ssl_port : int, optional
-        ``SSL`` listener port on 127.0.0.1 (its keys come with the settings of
-        :meth:`write_config`); no SSL listener if omitted.
+    secure_port : int, optional
+        Port on 127.0.0.1 of a second client listener, named after its protocol (its keys and
+        users come with the settings of :meth:`write_config`); none if omitted.
+    secure_protocol : {"SSL", "SASL_SSL", "SASL_PLAINTEXT"}
+        That listener's security protocol.
     """
 
     node_id: int
     home: pathlib.Path
     port: int
     controller_port: int
-    ssl_port: int | None = None
+    secure_port: int | None = None
+    secure_protocol: str = "SSL"
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
@@ -200,15 +203,16 @@ class KafkaNode:
     def write_config(self, voters: str, settings: Mapping[str, object]) -> None:
         """Write ``server.properties`` and the log4j2 configuration."""
         self.home.mkdir(parents=True, exist_ok=True)
-        ssl = "" if self.ssl_port is None else f",SSL://127.0.0.1:{self.ssl_port}"
+        protocol = self.secure_protocol
+        secure = "" if self.secure_port is None else f",{protocol}://127.0.0.1:{self.secure_port}"
         props: dict[str, object] = {
             "process.roles": "broker,controller",
             "node.id": self.node_id,
             "controller.quorum.voters": voters,
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}{ssl}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}{ssl}",
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port},CONTROLLER://127.0.0.1:{self.controller_port}{secure}",
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{self.port}{secure}",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT"
-            + (",SSL:SSL" if ssl else ""),
+            + (f",{protocol}:{protocol}" if secure else ""),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "log.dirs": str(self.data_path),

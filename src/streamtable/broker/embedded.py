@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import secrets
 import shutil
 import tempfile
 import threading
@@ -25,7 +26,7 @@ from streamtable.broker._node import (
     tail_file,
     voters_string,
 )
-from streamtable.broker._tls import TlsMaterial, make_tls_material
+from streamtable.broker._security import SECURE_PROTOCOLS, ListenerSecurity, make_tls_material
 from streamtable.errors import BrokerError
 
 __all__ = ["EmbeddedKafka"]
@@ -81,17 +82,22 @@ class EmbeddedKafka:
     broker_config : dict, optional
         Extra ``server.properties`` settings for every node (Kafka's dotted names); they
         override the test-friendly defaults.
-    tls : bool
-        Also listen for TLS clients (an ``SSL`` listener requiring client certificates, at
-        :attr:`ssl_bootstrap_servers`), with a CA, broker and client keys made for this cluster
-        by the JDK's ``keytool`` (a few seconds more at :meth:`start`);
-        :meth:`tls_client_config` gives a client's settings. For testing an application's
-        TLS configuration; the ``PLAINTEXT`` listener stays.
+    security_protocol : {"SSL", "SASL_SSL", "SASL_PLAINTEXT"}, optional
+        Also listen on a secured listener of this protocol, at
+        :attr:`secure_bootstrap_servers`, for testing an application's security settings
+        (:meth:`client_security_config` gives a client's); the ``PLAINTEXT`` listener stays
+        for everything else. ``SSL`` requires a client certificate; ``SASL_*`` authenticates
+        with the ``PLAIN`` mechanism. For TLS, a CA and the broker's and a client's keys are
+        made for this cluster by the JDK's ``keytool`` (about 10 s more at :meth:`start`).
+    sasl_users : Mapping[str, str], optional
+        SASL users and their passwords (``SASL_*``); one user ``streamtable`` with a random
+        password by default.
 
     Raises
     ------
     ValueError
-        If ``brokers`` < 1.
+        If ``brokers`` < 1, ``security_protocol`` is none of its three values, or
+        ``sasl_users`` is given without a ``SASL_*`` protocol.
 
     Notes
     -----
@@ -117,7 +123,8 @@ class EmbeddedKafka:
         data_dir: str | Path | None = None,
         startup_timeout: timedelta = timedelta(seconds=60),
         broker_config: Mapping[str, Any] | None = None,
-        tls: bool = False,
+        security_protocol: str | None = None,
+        sasl_users: Mapping[str, str] | None = None,
     ) -> None:
         if brokers < 1:
             raise ValueError(f"brokers must be >= 1, got {brokers}")
@@ -126,8 +133,19 @@ class EmbeddedKafka:
         self._requested_dir = Path(data_dir) if data_dir is not None else None
         self._timeout = startup_timeout.total_seconds()
         self._broker_config = dict(broker_config or {})
-        self._tls = tls
-        self._tls_material: TlsMaterial | None = None
+        if security_protocol is not None and security_protocol not in SECURE_PROTOCOLS:
+            raise ValueError(
+                f"security_protocol must be one of {', '.join(SECURE_PROTOCOLS)}, "
+                f"got {security_protocol!r}"
+            )
+        if sasl_users is not None and not str(security_protocol).startswith("SASL"):
+            raise ValueError(
+                "sasl_users needs security_protocol='SASL_SSL' or 'SASL_PLAINTEXT', "
+                f"got {security_protocol!r}"
+            )
+        self._protocol = security_protocol
+        self._sasl_users = dict(sasl_users or {"streamtable": secrets.token_hex(12)})
+        self._security: ListenerSecurity | None = None
         self._dir: Path | None = None
         self._owns_dir = False
         self._nodes: list[KafkaNode] = []
@@ -168,7 +186,7 @@ class EmbeddedKafka:
             else:
                 self._dir = Path(tempfile.mkdtemp(prefix="streamtable-kafka-"))
                 self._owns_dir = True
-            per_node = 3 if self._tls else 2
+            per_node = 2 if self._protocol is None else 3
             ports = free_ports(per_node * self._n)
             self._nodes = [
                 KafkaNode(
@@ -176,21 +194,27 @@ class EmbeddedKafka:
                     self._dir / f"node-{i}",
                     ports[per_node * i],
                     ports[per_node * i + 1],
-                    ports[per_node * i + 2] if self._tls else None,
+                    ports[per_node * i + 2] if self._protocol else None,
+                    self._protocol or "SSL",
                 )
                 for i in range(self._n)
             ]
-            voters = voters_string(self._nodes)
-            settings = dict(default_settings(self._n))
-            if self._tls:
-                self._tls_material = make_tls_material(self._dir / "tls")
-                settings.update(self._tls_material.broker_settings())
-            settings.update(self._broker_config)
-            for node in self._nodes:
-                node.write_config(voters, settings)
             _LIVE.add(self)
-            self._started = True
+            self._started = True  # from here on, a failure stops what started and cleans up
             try:
+                voters = voters_string(self._nodes)
+                settings = dict(default_settings(self._n))
+                if self._protocol is not None:
+                    tls = None if self._protocol == "SASL_PLAINTEXT" else self._dir / "tls"
+                    self._security = ListenerSecurity(
+                        self._protocol,
+                        self._sasl_users if self._protocol.startswith("SASL") else {},
+                        None if tls is None else make_tls_material(tls),
+                    )
+                    settings.update(self._security.broker_settings())
+                settings.update(self._broker_config)
+                for node in self._nodes:
+                    node.write_config(voters, settings)
                 format_all(self._nodes, self._classpath, new_cluster_id(), deadline)
                 for node in self._nodes:
                     node.launch(self._classpath)
@@ -222,7 +246,7 @@ class EmbeddedKafka:
                 else:
                     for node in self._nodes:
                         shutil.rmtree(node.home, ignore_errors=True)
-                    if self._tls_material is not None:
+                    if self._protocol not in (None, "SASL_PLAINTEXT"):
                         shutil.rmtree(self._dir / "tls", ignore_errors=True)
 
     def __enter__(self) -> EmbeddedKafka:
@@ -295,49 +319,60 @@ class EmbeddedKafka:
             raise BrokerError("EmbeddedKafka has not been started; no bootstrap servers yet")
         return value
 
+    def _secured(self) -> ListenerSecurity:
+        security = self._security
+        if security is None or not self._nodes:
+            raise BrokerError(
+                "EmbeddedKafka has no secured listener: create it with "
+                "EmbeddedKafka(security_protocol='SSL' | 'SASL_SSL' | 'SASL_PLAINTEXT') and "
+                "start it"
+            )
+        return security
+
     @property
-    def ssl_bootstrap_servers(self) -> str:
-        """``bootstrap.servers`` of the TLS listeners (``tls=True``), one per node.
+    def secure_bootstrap_servers(self) -> str:
+        """``bootstrap.servers`` of the secured listeners (``security_protocol``), one per node.
 
         Raises
         ------
         BrokerError
-            If the cluster was started without ``tls=True``, or never started.
+            If the cluster has no ``security_protocol``, or was never started.
         """
-        ports = [n.ssl_port for n in self._nodes if n.ssl_port is not None]
-        if not self._tls or not ports:
-            raise BrokerError(
-                "EmbeddedKafka has no TLS listener: create it with EmbeddedKafka(tls=True) and "
-                "start it"
-            )
-        return ",".join(f"127.0.0.1:{port}" for port in ports)
+        self._secured()
+        return ",".join(f"127.0.0.1:{n.secure_port}" for n in self._nodes)
 
-    def tls_client_config(self) -> dict[str, str]:
-        """Settings of a TLS client of :attr:`ssl_bootstrap_servers` (``tls=True``).
+    def client_security_config(self, user: str | None = None) -> dict[str, str]:
+        """A client's settings for :attr:`secure_bootstrap_servers`, without the servers.
 
-        Each key is given in both Kafka clients' terms where they differ: the CA as
-        ``ssl.truststore.location`` (PKCS#12, Java) and ``ssl.ca.location`` (PEM, librdkafka),
-        the client's key and certificate as a PKCS#12 ``ssl.keystore.location`` (both).
-        Prefix them with ``consumer.``, ``producer.`` and ``admin.`` for an application;
-        streamtable's librdkafka clients leave out the Java keys.
+        Where Kafka's two clients name a setting differently, both names are given, so that
+        the same dict serves Spark's Java client and librdkafka (streamtable leaves the other
+        client's keys out of its librdkafka clients): the CA as ``ssl.truststore.location``
+        (PKCS#12, Java) and ``ssl.ca.location`` (PEM, librdkafka); the client's key and
+        certificate as a PKCS#12 ``ssl.keystore.location`` (both clients; ``SSL`` asks for it,
+        ``SASL_SSL`` only with ``broker_config={"listener.name.sasl_ssl.ssl.client.auth":
+        "required"}``, as Kafka applies the unprefixed key to SSL listeners only); under
+        ``SASL_*`` the ``PLAIN`` credentials as ``sasl.jaas.config`` (Java) and
+        ``sasl.username``/``sasl.password`` (librdkafka). Prefix them with ``consumer.``,
+        ``producer.`` and ``admin.`` for an application.
+
+        Parameters
+        ----------
+        user : str, optional
+            The SASL user (one of ``sasl_users``); the first one by default.
 
         Returns
         -------
         dict[str, str]
-            A new dict, without ``bootstrap.servers``.
+            A new dict.
 
         Raises
         ------
         BrokerError
-            If the cluster was started without ``tls=True``, or never started.
+            If the cluster has no ``security_protocol``, or was never started.
+        KeyError
+            If ``user`` is not one of the cluster's SASL users.
         """
-        material = self._tls_material
-        if material is None:
-            raise BrokerError(
-                "EmbeddedKafka has no TLS listener: create it with EmbeddedKafka(tls=True) and "
-                "start it"
-            )
-        return material.client_settings()
+        return self._secured().client_settings(user)
 
     @property
     def brokers(self) -> int:

@@ -34,8 +34,10 @@ built, so the ``ssl.*`` settings are probed once more with ``security.protocol=S
 or CA file it cannot read, is a :class:`~streamtable.errors.ConfigError` at start instead of a
 failed commit or task later. A Java KeyStore (JKS) file is named as such: librdkafka reads
 PKCS#12 only. Java's truststore (``ssl.truststore.location``) is left out; without
-``ssl.ca.location`` librdkafka verifies the brokers against the system's CA certificates, and a
-warning says so.
+``ssl.ca.location`` (or ``ssl.ca.pem``) librdkafka verifies the brokers against the system's CA
+certificates, and a warning says so. Java's empty ``ssl.endpoint.identification.algorithm`` (no
+hostname check) is given to librdkafka as its ``none``. The check is cached with the settings: a
+file changed later is read by the real clients only.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ import functools
 import logging
 import os
 import re
+import shlex
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -89,6 +92,10 @@ _SSL_FILES = (
     "ssl.ca.location",
     "ssl.crl.location",
 )
+#: librdkafka's ways to name the CA certificates it verifies the brokers with
+_CA_KEYS = ("ssl.ca.location", "ssl.ca.pem", "ssl.ca.certificate.stores")
+#: Java values librdkafka spells differently: ``""`` disables the hostname check in Java
+_JAVA_VALUES = {("ssl.endpoint.identification.algorithm", ""): "none"}
 #: the first bytes of Java's own keystore formats, which librdkafka cannot read
 _JAVA_KEYSTORE_MAGIC = {b"\xfe\xed\xfe\xed": "JKS", b"\xce\xce\xce\xce": "JCEKS"}
 
@@ -200,6 +207,11 @@ def _java_keystore_format(path: Any) -> str | None:
         return None
 
 
+def _looks_like_a_path(value: Any) -> bool:
+    """Whether ``value`` may be shown as a path (a key's PEM text pasted there may not)."""
+    return isinstance(value, str) and 0 < len(value) < 4096 and "\n" not in value
+
+
 def _check_ssl_files(kind: ClientKind, prefix: str, accepted: Mapping[str, Any]) -> None:
     """Build a TLS client from the ``ssl.*`` settings, as the real clients will (see module)."""
     protocol = str(accepted.get("security.protocol", "")).strip().upper()
@@ -209,23 +221,25 @@ def _check_ssl_files(kind: ClientKind, prefix: str, accepted: Mapping[str, Any])
     text = _refusal(kind, {**ssl, "security.protocol": "SSL"})
     if text is None:
         return
-    text = re.sub(r"^Failed to create \w+: ", "", text)
+    text = re.sub(r"^Failed to create [\w ]+?: ", "", text)
     hints = []
     for key in _SSL_FILES:
         path = ssl.get(key)
-        if path is None or key == "ssl.ca.location" and path == "probe":
-            continue
+        if not _looks_like_a_path(path) or key == "ssl.ca.location" and path == "probe":
+            continue  # e.g. a PEM key pasted where a path goes: never echoed
         java_format = _java_keystore_format(path) if key == "ssl.keystore.location" else None
         if java_format is not None:
+            quoted = shlex.quote(str(path))
             hints.append(
                 f"'{prefix}{key}' is a Java KeyStore ({java_format}) file, which librdkafka "
                 f"cannot read: convert it to PKCS#12 (keytool -importkeystore -srckeystore "
-                f"{path} -destkeystore {path}.p12 -deststoretype PKCS12) and name the new file; "
-                f"Spark's Java client reads PKCS#12 too (ssl.keystore.type=PKCS12)"
+                f"{quoted} -destkeystore {shlex.quote(f'{path}.p12')} -deststoretype PKCS12) and "
+                f"name the new file; Spark's Java client reads PKCS#12 too "
+                f"(ssl.keystore.type=PKCS12)"
             )
         elif not os.path.exists(str(path)):
             hints.append(f"'{prefix}{key}' names {str(path)!r}, which does not exist here")
-    hint = "; ".join(hints) if hints else "fix the file it names, or its password"
+    hint = "; ".join(hints) if hints else "fix the ssl.* setting librdkafka names"
     raise ConfigError(  # librdkafka's text names the key and the file, never a password
         f"The '{prefix}ssl.*' settings cannot build a librdkafka {_CLIENT[kind]} "
         f"(security.protocol={protocol}): {text}. {hint[0].upper()}{hint[1:]}"
@@ -235,7 +249,7 @@ def _check_ssl_files(kind: ClientKind, prefix: str, accepted: Mapping[str, Any])
 def _warn_without_ca(kind: ClientKind, prefix: str, settings: Mapping[str, Any]) -> None:
     """Warn when Java's truststore is set but librdkafka's CA file is not (see module)."""
     protocol = str(settings.get("security.protocol", "")).strip().upper()
-    if protocol.endswith("SSL") and "ssl.ca.location" not in settings:
+    if protocol.endswith("SSL") and not any(key in settings for key in _CA_KEYS):
         log.warning(
             "'%sssl.truststore.location' is a Java setting, which librdkafka leaves out: "
             "streamtable's own %ss verify the brokers against the system's CA certificates. If "
@@ -249,6 +263,9 @@ def _warn_without_ca(kind: ClientKind, prefix: str, settings: Mapping[str, Any])
 
 def _split(kind: ClientKind, prefix: str, settings: dict[str, Any]) -> LibrdkafkaSettings:
     _check_security_protocol(prefix, settings)
+    settings = {
+        k: _JAVA_VALUES.get((k, v), v) if isinstance(v, str) else v for k, v in settings.items()
+    }
     probe = {k: v for k, v in settings.items() if k not in _NOT_PROBED and not callable(v)}
     ignored: dict[str, str] = {}
     while True:
