@@ -198,6 +198,7 @@ def close_cached_clients() -> None:
     _plain_producers.clear()
     _txn_producers.clear()
     _initialized_here.clear()
+    _last_used.clear()
 
 
 _consumers: dict[tuple[str, str], Any] = {}
@@ -206,6 +207,66 @@ _txn_producers: dict[str, Any] = {}
 #: ids whose kept producer was initialized in an earlier batch (its epoch must be probed)
 _initialized_here: set[str] = set()
 _plain_producers: dict[tuple[tuple[str, str], ...], Any] = {}
+
+#: Seconds a client this process cached may go unused before the start of a later task closes
+#: it. The caches live as long as the Python worker, which outlives an application when the
+#: Spark session is reused (a notebook, tests, an app started again in the same process);
+#: Kafka Streams closes a task's producer with the task. An application whose tasks come back
+#: later than this gets new clients (``init_transactions`` again, which fences nothing alive).
+CLIENT_IDLE_S = 300.0
+_CACHES: dict[str, dict[Any, Any]] = {
+    "marker consumer": _consumers,
+    "transactional producer": _txn_producers,
+    "producer": _plain_producers,
+}
+#: when each cached client was last handed out or kept: (cache, key) -> time.monotonic()
+_last_used: dict[tuple[str, Any], float] = {}
+
+
+def _used(cache: str, key: Any) -> None:
+    _last_used[(cache, key)] = time.monotonic()
+
+
+def _keep_transactional(tid: str, producer: Any) -> None:
+    """Keep ``producer`` for the next batch of the task ``tid`` in this process."""
+    _txn_producers[tid] = producer
+    _used("transactional producer", tid)
+
+
+def close_idle_clients(now: float | None = None) -> int:
+    """Close the clients of this process no task used for :data:`CLIENT_IDLE_S` seconds.
+
+    Called at the start of every task output; a client taken out by a running task (a
+    transactional producer is, while its transaction is open) is not in a cache to close.
+
+    Parameters
+    ----------
+    now : float, optional
+        ``time.monotonic()`` by default.
+
+    Returns
+    -------
+    int
+        How many clients were closed.
+    """
+    now = time.monotonic() if now is None else now
+    closed = 0
+    for (cache, key), used in list(_last_used.items()):
+        if now - used < CLIENT_IDLE_S:
+            continue
+        del _last_used[(cache, key)]
+        client = _CACHES[cache].pop(key, None)
+        if client is None:
+            continue
+        _initialized_here.discard(key)
+        try:
+            client.close() if cache == "marker consumer" else client.flush(0)
+        except Exception:  # noqa: BLE001 - a client already failed; it is let go either way
+            pass
+        closed += 1
+    if closed:
+        log.debug("closed %d Kafka client(s) unused for %.0f s", closed, CLIENT_IDLE_S)
+    return closed
 
 
 def _marker_consumer(spec: OutputSpec, group: str) -> Any:
@@ -229,6 +290,7 @@ def _marker_consumer(spec: OutputSpec, group: str) -> Any:
         )
         consumer = Consumer(conf)
         _consumers[key] = consumer
+    _used("marker consumer", key)
     return consumer
 
 
@@ -397,6 +459,7 @@ class TaskOutput:
         if self._open:
             return
         self._open = True
+        close_idle_clients()
         coords = self._coords or TaskCoordinates.current()
         if self._slot is not None:
             coords = TaskCoordinates(coords.partition, coords.batch_id, coords.query_id, self._slot)
@@ -420,6 +483,7 @@ class TaskOutput:
         if producer is None:
             producer = Producer(conf)
             _plain_producers[key] = producer
+        _used("producer", key)
         return producer
 
     def _open_transaction(self, coords: TaskCoordinates) -> None:
@@ -440,14 +504,14 @@ class TaskOutput:
         if producer is None:
             producer = self._initialized_producer(tid)
         if self._already_committed(coords):
-            _txn_producers[tid] = producer
+            _keep_transactional(tid, producer)
             self._skip = True
             return
         if not self._begin(producer, probe=tid in _initialized_here):
             # fenced: another producer with this id took over since; start afresh
             producer = self._initialized_producer(tid)
             if self._already_committed(coords):
-                _txn_producers[tid] = producer
+                _keep_transactional(tid, producer)
                 self._skip = True
                 return
             self._begin(producer, probe=False)
@@ -690,7 +754,7 @@ class TaskOutput:
         except BaseException:
             self.abort()
             raise
-        _txn_producers[self._tid] = self._producer  # kept for the task's next batch
+        _keep_transactional(self._tid, self._producer)  # for the task's next batch
         self._producer = None
 
     def _commit_with_marker(self, timeout_s: float) -> None:
