@@ -16,6 +16,19 @@ from streamtable.runtime.task_output import output_spec
 
 pytestmark = pytest.mark.unit
 
+#: SASL/PLAIN credentials in librdkafka's names
+SASL_LIBRDKAFKA = {
+    "security.protocol": "SASL_PLAINTEXT",
+    "sasl.mechanism": "PLAIN",
+    "sasl.username": "alice",
+    "sasl.password": "s3cret",
+}
+#: the same, with Java's name for the credentials too
+SASL_BOTH_CLIENTS = {
+    **SASL_LIBRDKAFKA,
+    "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required;",
+}
+
 
 @pytest.fixture(autouse=True)
 def _fresh_cache():
@@ -23,6 +36,13 @@ def _fresh_cache():
     librdkafka_config._split_cached.cache_clear()
     yield
     librdkafka_config._split_cached.cache_clear()
+
+
+def refusal(settings, kind):
+    """The message of the ConfigError ``librdkafka_settings(settings, kind)`` raises."""
+    with pytest.raises(ConfigError) as e:
+        librdkafka_settings(settings, kind)
+    return str(e.value)
 
 
 def test_java_only_keys_are_left_out_and_the_rest_keep_their_order_and_values():
@@ -70,21 +90,9 @@ def test_a_key_of_the_other_client_kind_is_left_out_even_under_an_alias():
 
 
 def test_java_keys_librdkafka_knows_only_to_refuse_are_left_out():
-    settings = {
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "PLAIN",
-        "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required;",
-        "sasl.username": "alice",  # librdkafka's names for the same credentials
-        "sasl.password": "s3cret",
-        "ssl.truststore.location": "/etc/kafka/truststore.jks",
-    }
+    settings = {**SASL_BOTH_CLIENTS, "ssl.truststore.location": "/etc/kafka/truststore.jks"}
     split = librdkafka_settings(settings, "producer")
-    assert split.accepted == {
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "PLAIN",
-        "sasl.username": "alice",
-        "sasl.password": "s3cret",
-    }
+    assert split.accepted == SASL_LIBRDKAFKA
     assert split.ignored == {
         "sasl.jaas.config": "a Java setting librdkafka does not support",
         "ssl.truststore.location": "a Java setting librdkafka does not support",
@@ -95,22 +103,13 @@ def test_admin_settings_shared_with_the_java_clients_are_split_the_same_way(capl
     """A security setup written once for consumer./producer./admin. (Kafka Streams hands
     admin.* to Java's admin client, which ignores unknown keys)."""
     settings = {
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "PLAIN",
-        "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required;",
-        "sasl.username": "alice",
-        "sasl.password": "s3cret",
+        **SASL_BOTH_CLIENTS,
         "default.api.timeout.ms": 30000,
         "session.timeout.ms": 45000,  # a consumer key: the admin client is a producer here
     }
     with caplog.at_level(logging.INFO, logger="streamtable"):
         split = librdkafka_settings(settings, "admin")
-    assert split.accepted == {
-        "security.protocol": "SASL_PLAINTEXT",
-        "sasl.mechanism": "PLAIN",
-        "sasl.username": "alice",
-        "sasl.password": "s3cret",
-    }
+    assert split.accepted == SASL_LIBRDKAFKA
     assert [r.getMessage() for r in caplog.records] == [
         "Left out of streamtable's librdkafka admin clients: "
         "admin.sasl.jaas.config (a Java setting librdkafka does not support), "
@@ -262,9 +261,7 @@ def test_a_keystore_with_the_wrong_password_is_refused_at_start_without_the_pass
         "ssl.keystore.location": keystores["PKCS12"],
         "ssl.keystore.password": "not-the-password",
     }
-    with pytest.raises(ConfigError) as e:
-        librdkafka_settings(settings, "producer")
-    message = str(e.value)
+    message = refusal(settings, "producer")
     assert message.startswith(
         "The 'producer.ssl.*' settings cannot build a librdkafka producer "
         "(security.protocol=SASL_SSL): Failed to parse ssl.keystore.location PKCS#12 file: "
@@ -281,9 +278,7 @@ def test_a_java_keystore_is_named_with_how_to_convert_it(keystores):
         "ssl.keystore.location": jks,
         "ssl.keystore.password": "storepass1",
     }
-    with pytest.raises(ConfigError) as e:
-        librdkafka_settings(settings, "consumer")
-    message = str(e.value)
+    message = refusal(settings, "consumer")
     assert message.startswith(
         "The 'consumer.ssl.*' settings cannot build a librdkafka consumer (security.protocol=SSL): "
     )
@@ -311,9 +306,7 @@ def test_key_material_given_where_a_path_goes_is_not_shown():
     pem = (
         "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----\n"
     )
-    with pytest.raises(ConfigError) as e:
-        librdkafka_settings({"security.protocol": "SSL", "ssl.key.location": pem}, "consumer")
-    message = str(e.value)
+    message = refusal({"security.protocol": "SSL", "ssl.key.location": pem}, "consumer")
     assert message.startswith("The 'consumer.ssl.*' settings cannot build a librdkafka consumer")
     assert message.endswith(". Fix the ssl.* setting librdkafka names")
     assert "MIIE" not in message
