@@ -6,7 +6,7 @@ import pytest
 
 from streamtable.broker import EmbeddedKafka
 from streamtable.broker._node import KafkaNode
-from streamtable.broker._security import ListenerSecurity
+from streamtable.broker._security import ListenerSecurity, TlsMaterial
 from streamtable.errors import BrokerError
 
 pytestmark = pytest.mark.unit
@@ -19,7 +19,7 @@ def properties(path: Path) -> dict[str, str]:
 @pytest.mark.parametrize("protocol", ["SSL", "SASL_SSL", "SASL_PLAINTEXT"])
 def test_a_node_with_a_secure_port_has_a_listener_named_after_its_protocol(tmp_path, protocol):
     node = KafkaNode(0, tmp_path / "node-0", 9092, 9093, secure_port=9094, secure_protocol=protocol)
-    node.write_config("0@127.0.0.1:9093", {"ssl.client.auth": "required"})
+    node.write_config("0@127.0.0.1:9093", {"sasl.enabled.mechanisms": "PLAIN"})
     props = properties(node.properties_path)
     assert props["listeners"] == (
         f"PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093,{protocol}://127.0.0.1:9094"
@@ -31,7 +31,7 @@ def test_a_node_with_a_secure_port_has_a_listener_named_after_its_protocol(tmp_p
         f"PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,{protocol}:{protocol}"
     )
     assert props["inter.broker.listener.name"] == "PLAINTEXT"
-    assert props["ssl.client.auth"] == "required"
+    assert props["sasl.enabled.mechanisms"] == "PLAIN"  # the settings given, as given
 
     plain = KafkaNode(1, tmp_path / "node-1", 9192, 9193)
     plain.write_config("1@127.0.0.1:9193", {})
@@ -62,6 +62,63 @@ def test_sasl_plain_users_reach_the_broker_and_both_clients_names():
     assert security.client_settings()["sasl.username"] == "app"  # the first user
     with pytest.raises(KeyError, match=r"no SASL user 'eve': the cluster has \['app', 'ops'\]"):
         security.client_settings("eve")
+
+
+def dummy_tls():
+    return TlsMaterial(
+        "pw", Path("/k/ca.pem"), Path("/k/trust.p12"), Path("/k/broker.p12"), Path("/k/client.p12")
+    )
+
+
+def test_only_an_ssl_listener_asks_for_client_certificates():
+    """Kafka applies the unprefixed ssl.client.auth to SSL listeners only (KIP-684)."""
+    ssl = ListenerSecurity("SSL", {}, dummy_tls()).broker_settings()
+    assert ssl["ssl.client.auth"] == "required"
+    assert ssl["ssl.keystore.location"] == "/k/broker.p12"
+    assert "sasl.enabled.mechanisms" not in ssl
+    sasl_ssl = ListenerSecurity("SASL_SSL", {"app": "pw1"}, dummy_tls()).broker_settings()
+    assert "ssl.client.auth" not in sasl_ssl
+    assert sasl_ssl["ssl.truststore.location"] == "/k/trust.p12"
+    assert sasl_ssl["sasl.enabled.mechanisms"] == "PLAIN"
+
+
+def test_a_tls_client_gets_the_ca_in_both_clients_terms_and_its_certificate():
+    assert ListenerSecurity("SSL", {}, dummy_tls()).client_settings() == {
+        "security.protocol": "SSL",
+        "ssl.ca.location": "/k/ca.pem",
+        "ssl.truststore.location": "/k/trust.p12",
+        "ssl.truststore.type": "PKCS12",
+        "ssl.truststore.password": "pw",
+        "ssl.keystore.location": "/k/client.p12",
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.password": "pw",
+    }
+
+
+@pytest.mark.parametrize(
+    ("users", "message"),
+    [
+        ({}, "sasl_users is empty: give at least one user and password"),
+        (
+            {"bad name": "pw"},
+            "SASL user name 'bad name': use letters, digits, '_', '.' and '-' only",
+        ),
+        (
+            {"app": 'p"w'},
+            "The password of SASL user 'app' must be a non-empty string without '\"', '\\' or "
+            "line breaks",
+        ),
+        (
+            {"app": ""},
+            "The password of SASL user 'app' must be a non-empty string without '\"', '\\' or "
+            "line breaks",
+        ),
+    ],
+)
+def test_sasl_users_a_jaas_line_cannot_hold_are_refused(users, message):
+    with pytest.raises(ValueError) as e:
+        EmbeddedKafka(security_protocol="SASL_SSL", sasl_users=users)
+    assert str(e.value) == message
 
 
 def test_security_arguments_are_checked_when_the_cluster_is_made():

@@ -10,6 +10,7 @@ the cluster is given.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
 import subprocess
@@ -186,6 +187,30 @@ def make_tls_material(folder: Path) -> TlsMaterial:
 
 #: the protocols a secured listener may use (``PLAINTEXT`` is always there besides it)
 SECURE_PROTOCOLS = ("SSL", "SASL_SSL", "SASL_PLAINTEXT")
+
+
+_SASL_USER = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def check_sasl_users(users: Mapping[str, str]) -> None:
+    """Refuse users a JAAS line of ``PlainLoginModule`` options cannot hold.
+
+    Raises
+    ------
+    ValueError
+        If there is no user, a name is not made of letters, digits, ``_``, ``.`` and ``-``, or
+        a password is empty or holds a double quote, a backslash or a line break.
+    """
+    if not users:
+        raise ValueError("sasl_users is empty: give at least one user and password")
+    for name, password in users.items():
+        if not isinstance(name, str) or not _SASL_USER.fullmatch(name):
+            raise ValueError(f"SASL user name {name!r}: use letters, digits, '_', '.' and '-' only")
+        if not isinstance(password, str) or not password or any(c in password for c in '"\\\n\r'):
+            raise ValueError(
+                f"The password of SASL user {name!r} must be a non-empty string without '\"', "
+                "'\\' or line breaks"
+            )
 
 
 def _plain_login(**options: str) -> str:

@@ -26,12 +26,19 @@ from streamtable.broker._node import (
     tail_file,
     voters_string,
 )
-from streamtable.broker._security import SECURE_PROTOCOLS, ListenerSecurity, make_tls_material
+from streamtable.broker._security import (
+    SECURE_PROTOCOLS,
+    ListenerSecurity,
+    check_sasl_users,
+    make_tls_material,
+)
 from streamtable.errors import BrokerError
 
 __all__ = ["EmbeddedKafka"]
 
 _LIVE: weakref.WeakSet[EmbeddedKafka] = weakref.WeakSet()
+#: the folder of the secured listener's keys, inside the data folder (a name of streamtable's)
+_TLS_DIR = ".streamtable-tls"
 _POLL_S = 0.2
 
 
@@ -97,7 +104,8 @@ class EmbeddedKafka:
     ------
     ValueError
         If ``brokers`` < 1, ``security_protocol`` is none of its three values, or
-        ``sasl_users`` is given without a ``SASL_*`` protocol.
+        ``sasl_users`` is given without a ``SASL_*`` protocol, is empty, or has a user name
+        or password that Kafka's JAAS configuration cannot hold.
 
     Notes
     -----
@@ -144,6 +152,8 @@ class EmbeddedKafka:
                 f"got {security_protocol!r}"
             )
         self._protocol = security_protocol
+        if sasl_users is not None:
+            check_sasl_users(sasl_users)
         self._sasl_users = dict(sasl_users or {"streamtable": secrets.token_hex(12)})
         self._security: ListenerSecurity | None = None
         self._dir: Path | None = None
@@ -205,7 +215,7 @@ class EmbeddedKafka:
                 voters = voters_string(self._nodes)
                 settings = dict(default_settings(self._n))
                 if self._protocol is not None:
-                    tls = None if self._protocol == "SASL_PLAINTEXT" else self._dir / "tls"
+                    tls = None if self._protocol == "SASL_PLAINTEXT" else self._dir / _TLS_DIR
                     self._security = ListenerSecurity(
                         self._protocol,
                         self._sasl_users if self._protocol.startswith("SASL") else {},
@@ -239,6 +249,7 @@ class EmbeddedKafka:
                 node.terminate(grace=10.0)
             self._started = False
             self._admin_client = None
+            self._security = None  # its files are deleted below unless kept
             _LIVE.discard(self)
             if not self._keep and self._dir is not None:
                 if self._owns_dir:
@@ -247,7 +258,7 @@ class EmbeddedKafka:
                     for node in self._nodes:
                         shutil.rmtree(node.home, ignore_errors=True)
                     if self._protocol not in (None, "SASL_PLAINTEXT"):
-                        shutil.rmtree(self._dir / "tls", ignore_errors=True)
+                        shutil.rmtree(self._dir / _TLS_DIR, ignore_errors=True)
 
     def __enter__(self) -> EmbeddedKafka:
         return self.start()

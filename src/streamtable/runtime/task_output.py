@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -221,6 +222,8 @@ _CACHES: dict[str, dict[Any, Any]] = {
 }
 #: when each cached client was last handed out or kept: (cache, key) -> time.monotonic()
 _last_used: dict[tuple[str, Any], float] = {}
+#: the task outputs of this process that were opened and are still referenced
+_live_outputs: weakref.WeakSet[TaskOutput] = weakref.WeakSet()
 
 
 def _used(cache: str, key: Any) -> None:
@@ -236,8 +239,9 @@ def _keep_transactional(tid: str, producer: Any) -> None:
 def close_idle_clients(now: float | None = None) -> int:
     """Close the clients of this process no task used for :data:`CLIENT_IDLE_S` seconds.
 
-    Called at the start of every task output; a client taken out by a running task (a
-    transactional producer is, while its transaction is open) is not in a cache to close.
+    Called at the start of every task output. A client an open :class:`TaskOutput` of this
+    process holds is never closed, however long ago it was handed out (a long first batch may
+    open a second output of the same task minutes after the first).
 
     Parameters
     ----------
@@ -250,9 +254,15 @@ def close_idle_clients(now: float | None = None) -> int:
         How many clients were closed.
     """
     now = time.monotonic() if now is None else now
+    held = {
+        id(client)
+        for output in list(_live_outputs)
+        for client in (output._producer, output._consumer)
+        if client is not None
+    }
     closed = 0
     for (cache, key), used in list(_last_used.items()):
-        if now - used < CLIENT_IDLE_S:
+        if now - used < CLIENT_IDLE_S or id(_CACHES[cache].get(key)) in held:
             continue
         del _last_used[(cache, key)]
         client = _CACHES[cache].pop(key, None)
@@ -460,6 +470,7 @@ class TaskOutput:
             return
         self._open = True
         close_idle_clients()
+        _live_outputs.add(self)
         coords = self._coords or TaskCoordinates.current()
         if self._slot is not None:
             coords = TaskCoordinates(coords.partition, coords.batch_id, coords.query_id, self._slot)
