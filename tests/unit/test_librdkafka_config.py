@@ -2,11 +2,10 @@
 
 import logging
 import socket
-import subprocess
 
 import pytest
 
-from streamtable.broker._security import keytool_executable
+from streamtable.broker._security import _keytool
 from streamtable.config import StreamsConfig
 from streamtable.errors import ConfigError
 from streamtable.runtime import librdkafka_config
@@ -215,28 +214,22 @@ def test_the_probe_reaches_no_network_for_oauth_settings():
 
 @pytest.fixture(scope="module")
 def keystores(tmp_path_factory):
-    """A PKCS#12 and a JKS keystore (password ``storepass1``), made by the JDK's keytool, and
-    the certificate as PEM text."""
-    keytool = keytool_executable()  # the JDK's, which also runs the tests' Kafka broker
+    """A PKCS#12 and a JKS keystore (password ``storepass1``), made by the JDK's keytool (the
+    one beside the tests' Kafka broker's java), and the certificate as PEM text."""
     folder = tmp_path_factory.mktemp("keystores")
+    passwords = ("-storepass:env", "STREAMTABLE_KEYTOOL_PASSWORD")  # as _keytool passes them
     stores = {}
     for kind in ("PKCS12", "JKS"):
         path = folder / f"client.{kind.lower()}"
-        subprocess.run(
-            [keytool, "-genkeypair", "-alias", "client", "-keyalg", "RSA", "-keysize", "2048"]
-            + ["-dname", "CN=client", "-validity", "2", "-storetype", kind]
-            + ["-keystore", str(path), "-storepass", "storepass1", "-keypass", "storepass1"],
-            check=True,
-            capture_output=True,
-        )
+        _keytool(
+            "storepass1", "-genkeypair", "-alias", "client", "-keyalg", "RSA",
+            "-keysize", "2048", "-dname", "CN=client", "-validity", "2", "-storetype", kind,
+            "-keystore", str(path), *passwords, "-keypass:env", "STREAMTABLE_KEYTOOL_PASSWORD",
+        )  # fmt: skip
         stores[kind] = str(path)
     pem = folder / "client.pem"  # the certificate alone, as PEM
-    subprocess.run(
-        [keytool, "-exportcert", "-rfc", "-alias", "client", "-keystore", stores["PKCS12"]]
-        + ["-storepass", "storepass1", "-file", str(pem)],
-        check=True,
-        capture_output=True,
-    )
+    _keytool("storepass1", "-exportcert", "-rfc", "-alias", "client",
+             "-keystore", stores["PKCS12"], *passwords, "-file", str(pem))  # fmt: skip
     stores["PEM"] = pem.read_text()
     return stores
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from streamtable.errors import StreamtableError
+from streamtable.runtime.librdkafka_config import librdkafka_settings
 
 __all__ = [
     "CONSUMED",
@@ -391,8 +392,6 @@ def create_audit_topic(
     """
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
-
-    from streamtable.runtime.librdkafka_config import librdkafka_settings
 
     admin = AdminClient(
         {

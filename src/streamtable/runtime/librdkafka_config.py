@@ -212,10 +212,16 @@ def _looks_like_a_path(value: Any) -> bool:
     return isinstance(value, str) and 0 < len(value) < 4096 and "\n" not in value
 
 
+def _tls_protocol(settings: Mapping[str, Any]) -> str | None:
+    """``SSL`` or ``SASL_SSL`` when ``settings`` connect over TLS, else None."""
+    protocol = str(settings.get("security.protocol", "")).strip().upper()
+    return protocol if protocol in ("SSL", "SASL_SSL") else None
+
+
 def _check_ssl_files(kind: ClientKind, prefix: str, accepted: Mapping[str, Any]) -> None:
     """Build a TLS client from the ``ssl.*`` settings, as the real clients will (see module)."""
-    protocol = str(accepted.get("security.protocol", "")).strip().upper()
-    if not protocol.endswith("SSL"):
+    protocol = _tls_protocol(accepted)
+    if protocol is None:
         return
     ssl = {k: v for k, v in accepted.items() if k.startswith("ssl.") and not callable(v)}
     text = _refusal(kind, {**ssl, "security.protocol": "SSL"})
@@ -248,8 +254,7 @@ def _check_ssl_files(kind: ClientKind, prefix: str, accepted: Mapping[str, Any])
 
 def _warn_without_ca(kind: ClientKind, prefix: str, settings: Mapping[str, Any]) -> None:
     """Warn when Java's truststore is set but librdkafka's CA file is not (see module)."""
-    protocol = str(settings.get("security.protocol", "")).strip().upper()
-    if protocol.endswith("SSL") and not any(key in settings for key in _CA_KEYS):
+    if _tls_protocol(settings) and not any(key in settings for key in _CA_KEYS):
         log.warning(
             "'%sssl.truststore.location' is a Java setting, which librdkafka leaves out: "
             "streamtable's own %ss verify the brokers against the system's CA certificates. If "

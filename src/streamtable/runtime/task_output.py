@@ -200,6 +200,8 @@ def close_cached_clients() -> None:
     _txn_producers.clear()
     _initialized_here.clear()
     _last_used.clear()
+    global _next_sweep
+    _next_sweep = 0.0
 
 
 _consumers: dict[tuple[str, str], Any] = {}
@@ -224,6 +226,10 @@ _CACHES: dict[str, dict[Any, Any]] = {
 _last_used: dict[tuple[str, Any], float] = {}
 #: the task outputs of this process that were opened and are still referenced
 _live_outputs: weakref.WeakSet[TaskOutput] = weakref.WeakSet()
+#: when an opening task output next looks for idle clients (time.monotonic()): every task
+#: opens one, and a sweep now and then is enough for an idle time of minutes
+_next_sweep = 0.0
+_SWEEP_EVERY_S = CLIENT_IDLE_S / 10
 
 
 def _used(cache: str, key: Any) -> None:
@@ -236,12 +242,22 @@ def _keep_transactional(tid: str, producer: Any) -> None:
     _used("transactional producer", tid)
 
 
+def _close_idle_clients_now_and_then() -> None:
+    """:func:`close_idle_clients`, at most once every ``CLIENT_IDLE_S / 10`` seconds."""
+    global _next_sweep
+    now = time.monotonic()
+    if now >= _next_sweep:
+        _next_sweep = now + _SWEEP_EVERY_S
+        close_idle_clients(now)
+
+
 def close_idle_clients(now: float | None = None) -> int:
     """Close the clients of this process no task used for :data:`CLIENT_IDLE_S` seconds.
 
-    Called at the start of every task output. A client an open :class:`TaskOutput` of this
-    process holds is never closed, however long ago it was handed out (a long first batch may
-    open a second output of the same task minutes after the first).
+    Opening a task output calls it (at most every ``CLIENT_IDLE_S / 10`` s). A client an open
+    :class:`TaskOutput` of this process holds is never closed, however long ago it was handed
+    out (a long first batch may open a second output of the same task minutes after the
+    first).
 
     Parameters
     ----------
@@ -469,7 +485,7 @@ class TaskOutput:
         if self._open:
             return
         self._open = True
-        close_idle_clients()
+        _close_idle_clients_now_and_then()
         _live_outputs.add(self)
         coords = self._coords or TaskCoordinates.current()
         if self._slot is not None:
