@@ -113,15 +113,20 @@ def test_a_replayed_batch_is_not_written_again(kafka_broker, topic_name):
     assert values == [1, 2, 3, 4, 5]
 
 
-def _zombie_and_retry(bs, topic_name, app):
+def _zombie_and_retry(bs, topic_name, app, *, zombie_delivered=False):
     """Two attempts of one task (the same transactional id), each with one record written:
     the second's producer fenced the first's. Returns (output topic, zombie, retry).
+
+    With ``zombie_delivered``, the zombie's record reached the broker before the fencing, so
+    the zombie learns of it when it commits (else it may learn it from its own delivery).
     """
     out_topic = topic_name("out")
     ensure_topics(bs, {out_topic: 1, marker_topic(app): 1})
     spec = OutputSpec(app, "q.sink", {"bootstrap.servers": bs}, guarantee="exactly_once_v2")
     zombie = TaskOutput(spec, TaskCoordinates(0, 0, "q"))
     zombie.produce(out_topic, b"k", b"zombie")
+    if zombie_delivered:
+        assert zombie._producer.flush(30) == 0
     retry = TaskOutput(spec, TaskCoordinates(0, 0, "q"))
     retry.produce(out_topic, b"k", b"retry")
     return out_topic, zombie, retry
@@ -130,15 +135,52 @@ def _zombie_and_retry(bs, topic_name, app):
 def test_a_zombie_task_is_fenced(kafka_broker, topic_name):
     """A second attempt of the same task fences the first: the zombie cannot commit."""
     bs = kafka_broker.bootstrap_servers
-    out_topic, zombie, retry = _zombie_and_retry(bs, topic_name, f"zombie-{topic_name('app')}")
+    out_topic, zombie, retry = _zombie_and_retry(
+        bs, topic_name, f"zombie-{topic_name('app')}", zombie_delivered=True
+    )
     retry.close()
     import pytest
 
     from streamtable.errors import StreamsError
 
-    with pytest.raises(StreamsError, match="Committing the transaction"):
+    with pytest.raises(StreamsError, match="Committing the transaction") as fenced:
         zombie.close()
     assert [v for _, v, _ in read_topic(bs, out_topic)] == [b"retry"]
+    # the error outlives the task (Spark reports it, a caller may keep it): it must not keep
+    # the given-up producer alive, reconnecting for as long as the process runs
+    assert _producers_held_by(fenced.value) == []
+
+
+def _producers_held_by(error: BaseException) -> list:
+    """The Kafka producers the frames of ``error``'s tracebacks (its causes' too) reference,
+    as locals or through the closures of functions in their locals.
+    """
+    from confluent_kafka import Producer
+
+    found, errors, seen = [], [error], set()
+    while errors:
+        e = errors.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        errors += [e.__cause__, e.__context__]
+        tb = e.__traceback__
+        while tb is not None:
+            for value in tb.tb_frame.f_locals.values():
+                cells = getattr(value, "__closure__", None) or ()
+                for held in [value, *(c.cell_contents for c in cells if _filled(c))]:
+                    if isinstance(held, Producer):
+                        found.append(held)
+            tb = tb.tb_next
+    return found
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
 
 
 def test_a_task_fenced_while_it_writes_fails_with_an_error_that_re_runs_the_batch(

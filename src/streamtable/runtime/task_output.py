@@ -792,11 +792,14 @@ class TaskOutput:
         marker = TopicPartition(
             marker_topic(self.spec.application_id), 0, coords.batch_id + 1, coords.query_id
         )
-        producer, group = self._producer, self._consumer.consumer_group_metadata()
+        group = self._consumer.consumer_group_metadata()
 
+        # no frame of this call holds the producer in a local: a failed commit's traceback
+        # outlives it (in the error Spark is told, in a caller's hands), and a producer kept
+        # alive by it would go on reconnecting after its task gave it up (``abort`` drops it)
         def commit() -> None:
-            producer.send_offsets_to_transaction([marker], group, timeout_s)
-            producer.commit_transaction(timeout_s)
+            self._producer.send_offsets_to_transaction([marker], group, timeout_s)
+            self._producer.commit_transaction(timeout_s)
 
         try:
             _within(commit, 2 * timeout_s + _STUCK_MARGIN_S)
