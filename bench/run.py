@@ -206,18 +206,21 @@ def _batch_summary(progresses: list[Any]) -> dict[str, Any]:
 
 
 def _run_streamtable(
-    spark: Any, bs: str, topology: Any, app_id: str, in_topic: str, n: int, tmp: Path
+    spark: Any,
+    bs: str,
+    topology: Any,
+    app_id: str,
+    in_topic: str,
+    n: int,
+    tmp: Path,
+    config: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     from streamtable import KafkaStreams
     from streamtable.demo._harness import demo_config
 
     state_dir = tempfile.mkdtemp(prefix=f"{app_id}-", dir=tmp)
-    app = KafkaStreams(
-        topology,
-        demo_config(
-            app_id, bs, state_dir, **{"streamtable.shuffle.partitions": SHUFFLE_PARTITIONS}
-        ),
-    )
+    settings = {"streamtable.shuffle.partitions": SHUFFLE_PARTITIONS, **(config or {})}
+    app = KafkaStreams(topology, demo_config(app_id, bs, state_dir, **settings))
     t1 = time.monotonic()
     app.start()
     try:
@@ -239,11 +242,20 @@ def _run_streamtable(
     }
 
 
-def run_twin(spark: Any, topology: Any, bs: str, n: int, tmp: Path, tag: str) -> dict[str, Any]:
+def run_twin(
+    spark: Any,
+    topology: Any,
+    bs: str,
+    n: int,
+    tmp: Path,
+    tag: str,
+    config: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """One streamtable run of ``topology`` (app id ``bench-<tag>-...``), its time split into
     start-up (the ``start()`` call) and processing, as :func:`run_kstreams` splits Kafka
-    Streams'."""
-    r = _run_streamtable(spark, bs, topology, f"bench-{tag}-{uuid.uuid4().hex[:6]}", "", n, tmp)
+    Streams'; ``config``: extra streamtable settings."""
+    app_id = f"bench-{tag}-{uuid.uuid4().hex[:6]}"
+    r = _run_streamtable(spark, bs, topology, app_id, "", n, tmp, config)
     return {**startup_split(r), "dropped_records": r["dropped_records"]}
 
 

