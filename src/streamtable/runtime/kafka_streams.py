@@ -505,8 +505,6 @@ class KafkaStreams:
 
     def _start_query(self, plan: Any) -> Any:
         cfg = self.config
-        # read by Spark when the query starts (and then fixed by its checkpoint)
-        self._spark.conf.set("spark.sql.streaming.stateStore.encodingFormat", plan.state_encoding)
         df = plan.df
         own_sink = self._own_sink() or plan.writes_internal is not None
         if plan.sink == "kafka" and not own_sink:
@@ -555,7 +553,12 @@ class KafkaStreams:
             plan.name,
             "update" if real_time else plan.output_mode,
         )
-        return writer.start()
+        # read by Spark when the query starts (and then fixed by its checkpoint)
+        from streamtable.runtime.spark import query_start_conf
+
+        encoding = {"spark.sql.streaming.stateStore.encodingFormat": plan.state_encoding}
+        with query_start_conf(self._spark, encoding):
+            return writer.start()
 
     def _await_writers(self, plan: Any) -> None:
         """Under ``available_now``, let the queries writing ``plan``'s repartition topics

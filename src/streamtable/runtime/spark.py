@@ -202,6 +202,38 @@ def _fork_server_launcher(settings: dict[str, str]) -> str | None:
 
 
 @contextlib.contextmanager
+def query_start_conf(spark: SparkSession, settings: Mapping[str, str]) -> Iterator[None]:
+    """Set session ``settings`` that a streaming query reads when it starts, and give the
+    session back its own values afterwards.
+
+    Spark gives a query a copy of the session's settings when ``start()`` is called; later
+    changes to the session do not reach it. An application's choice for its queries (the state
+    store encoding, ``avro`` for ``transformWithState``) then does not leak into the queries
+    a user starts later in the same session: Spark refuses a built-in aggregation under
+    ``avro`` ("State store encoding format as avro is not supported for
+    operator=aggregation").
+
+    Parameters
+    ----------
+    spark : SparkSession
+        The session.
+    settings : Mapping[str, str]
+        Spark SQL settings for the queries started inside the block.
+    """
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+@contextlib.contextmanager
 def _python_exec(launcher: str | None) -> Iterator[None]:
     """``$PYSPARK_PYTHON`` is ``launcher`` while the session starts (PySpark reads it once, into
     ``SparkContext.pythonExec``); processes the application starts later keep the interpreter.

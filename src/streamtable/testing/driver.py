@@ -236,7 +236,6 @@ class TopologyTestDriver:
 
     def _start_query(self, plan: Any) -> Any:
         cfg = self.config
-        self._spark.conf.set("spark.sql.streaming.stateStore.encodingFormat", plan.state_encoding)
         writer = (
             plan.df.writeStream.queryName(
                 f"{cfg.application_id}-{plan.name}-{uuid.uuid4().hex[:4]}"
@@ -250,7 +249,11 @@ class TopologyTestDriver:
             writer = file_sink_writer(writer, plan.file_sink)
         else:
             writer = writer.format("noop")
-        return writer.start()
+        from streamtable.runtime.spark import query_start_conf
+
+        encoding = {"spark.sql.streaming.stateStore.encodingFormat": plan.state_encoding}
+        with query_start_conf(self._spark, encoding):
+            return writer.start()
 
     def close(self) -> None:
         """Stop the queries and delete the driver's state and topics."""
