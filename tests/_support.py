@@ -116,3 +116,35 @@ def kafka_clients_alive() -> int:
         except OSError:  # the thread ended meanwhile
             pass
     return count
+
+
+def producers_held_by(error: BaseException) -> list:
+    """The Kafka producers the frames of ``error``'s tracebacks (its causes' too) reference,
+    as locals or through the closures of functions in their locals.
+    """
+    from confluent_kafka import Producer
+
+    found, errors, seen = [], [error], set()
+    while errors:
+        e = errors.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        errors += [e.__cause__, e.__context__]
+        tb = e.__traceback__
+        while tb is not None:
+            for value in tb.tb_frame.f_locals.values():
+                cells = getattr(value, "__closure__", None) or ()
+                for held in [value, *(c.cell_contents for c in cells if _filled(c))]:
+                    if isinstance(held, Producer):
+                        found.append(held)
+            tb = tb.tb_next
+    return found
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True

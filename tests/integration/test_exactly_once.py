@@ -5,7 +5,14 @@ from __future__ import annotations
 import struct
 from datetime import timedelta
 
-from _support import ensure_topics, kafka_clients_alive, produce_records, read_topic, wait_until
+from _support import (
+    ensure_topics,
+    kafka_clients_alive,
+    produce_records,
+    producers_held_by,
+    read_topic,
+    wait_until,
+)
 from streamtable import KafkaStreams, Serdes, StreamsBuilder
 from streamtable.runtime.task_output import (
     OutputSpec,
@@ -148,39 +155,7 @@ def test_a_zombie_task_is_fenced(kafka_broker, topic_name):
     assert [v for _, v, _ in read_topic(bs, out_topic)] == [b"retry"]
     # the error outlives the task (Spark reports it, a caller may keep it): it must not keep
     # the given-up producer alive, reconnecting for as long as the process runs
-    assert _producers_held_by(fenced.value) == []
-
-
-def _producers_held_by(error: BaseException) -> list:
-    """The Kafka producers the frames of ``error``'s tracebacks (its causes' too) reference,
-    as locals or through the closures of functions in their locals.
-    """
-    from confluent_kafka import Producer
-
-    found, errors, seen = [], [error], set()
-    while errors:
-        e = errors.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        errors += [e.__cause__, e.__context__]
-        tb = e.__traceback__
-        while tb is not None:
-            for value in tb.tb_frame.f_locals.values():
-                cells = getattr(value, "__closure__", None) or ()
-                for held in [value, *(c.cell_contents for c in cells if _filled(c))]:
-                    if isinstance(held, Producer):
-                        found.append(held)
-            tb = tb.tb_next
-    return found
-
-
-def _filled(cell) -> bool:
-    try:
-        cell.cell_contents  # noqa: B018 - an empty cell raises
-    except ValueError:
-        return False
-    return True
+    assert producers_held_by(fenced.value) == []
 
 
 def test_a_task_fenced_while_it_writes_fails_with_an_error_that_re_runs_the_batch(

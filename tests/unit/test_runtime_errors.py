@@ -275,3 +275,32 @@ def test_a_producer_found_fatal_by_produce_is_named_by_its_cause_and_forgotten(
     assert "'q.sink'" in str(failed.value)
     assert is_transient(failed.value) is transient
     assert producer not in task_output._plain_producers.values()
+
+
+def test_a_task_output_that_cannot_open_its_transaction_lets_its_producer_go():
+    # no broker answers: init_transactions times out. The error outlives the task (Spark
+    # reports it); the producer made for it must not stay reachable from its frames, where it
+    # would go on reconnecting for as long as the process runs.
+    from _support import producers_held_by
+    from streamtable.errors import StreamsError
+    from streamtable.runtime.task_output import (
+        OutputSpec,
+        TaskCoordinates,
+        TaskOutput,
+        close_cached_clients,
+    )
+
+    spec = OutputSpec(
+        "no-broker",
+        "q.sink",
+        {"bootstrap.servers": "127.0.0.1:1", "log_level": 0},
+        guarantee="exactly_once_v2",
+        timeout_ms=500,
+    )
+    output = TaskOutput(spec, TaskCoordinates(0, 0, "q"))
+    try:
+        with pytest.raises(StreamsError, match="init_transactions of .* failed") as failed:
+            output.produce("out", b"k", b"v")
+        assert producers_held_by(failed.value) == []
+    finally:
+        close_cached_clients()  # the task's marker consumer, kept for its next batch

@@ -219,18 +219,29 @@ def query_start_conf(spark: SparkSession, settings: Mapping[str, str]) -> Iterat
         The session.
     settings : Mapping[str, str]
         Spark SQL settings for the queries started inside the block.
+
+    Notes
+    -----
+    streamtable's own query starts (applications sharing the session, a failed query started
+    again by its monitor thread) take turns; a query the user starts from another thread at
+    that very moment may still see the settings.
     """
-    before = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
+    with _QUERY_START:
+        before = {key: spark.conf.get(key, None) for key in settings}
+        try:
+            for key, value in settings.items():
                 spark.conf.set(key, value)
+            yield
+        finally:
+            for key, value in before.items():
+                if value is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, value)
+
+
+#: held while streamtable starts a query with settings of its own (:func:`query_start_conf`)
+_QUERY_START = threading.Lock()
 
 
 @contextlib.contextmanager

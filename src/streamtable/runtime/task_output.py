@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import traceback
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -357,6 +358,27 @@ class _Stuck(Exception):
     """A client call that did not return within its deadline."""
 
 
+def _forget_frame_locals(error: BaseException) -> None:
+    """Drop the locals of the finished frames in the tracebacks of ``error`` and its causes.
+
+    The error of a task output that failed to open or commit outlives the task (Spark reports
+    it, a caller may keep it), and its frames hold the producer they made or took from the
+    cache. Kept alive by them, a producer its task gave up would go on reconnecting, to a
+    broker that may be gone, for as long as the process runs. Line numbers stay; frames still
+    running are left alone.
+    """
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [error]
+    while pending:
+        e = pending.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if e.__traceback__ is not None:
+            traceback.clear_frames(e.__traceback__)
+        pending += [e.__cause__, e.__context__]
+
+
 def _within(call: Callable[[], None], deadline_s: float) -> None:
     """Run ``call`` and wait for it at most ``deadline_s`` seconds.
 
@@ -496,7 +518,11 @@ class TaskOutput:
 
             self._producer = CaptureProducer(self.spec.capture_dir)
         elif self.spec.exactly_once:
-            self._open_transaction(coords)
+            try:
+                self._open_transaction(coords)
+            except BaseException as e:
+                _forget_frame_locals(e)
+                raise
         else:
             self._producer = self._plain_producer()
 
@@ -778,8 +804,9 @@ class TaskOutput:
                 )
             self._take_errors(allow_continue=False)
             self._commit_with_marker(timeout_s)
-        except BaseException:
+        except BaseException as e:
             self.abort()
+            _forget_frame_locals(e)
             raise
         _keep_transactional(self._tid, self._producer)  # for the task's next batch
         self._producer = None
@@ -794,9 +821,9 @@ class TaskOutput:
         )
         group = self._consumer.consumer_group_metadata()
 
-        # no frame of this call holds the producer in a local: a failed commit's traceback
-        # outlives it (in the error Spark is told, in a caller's hands), and a producer kept
-        # alive by it would go on reconnecting after its task gave it up (``abort`` drops it)
+        # the producer is read from the task output, not kept in a local of these frames (see
+        # _forget_frame_locals); after _Stuck it is None, and a call that returns after all
+        # fails in its abandoned thread instead of committing what was reported not visible
         def commit() -> None:
             self._producer.send_offsets_to_transaction([marker], group, timeout_s)
             self._producer.commit_transaction(timeout_s)
