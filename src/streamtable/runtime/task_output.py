@@ -821,9 +821,9 @@ class TaskOutput:
         )
         group = self._consumer.consumer_group_metadata()
 
-        # the producer is read from the task output, not kept in a local of these frames (see
-        # _forget_frame_locals); after _Stuck it is None, and a call that returns after all
-        # fails in its abandoned thread instead of committing what was reported not visible
+        # the producer is read from the task output when each call runs: after _Stuck it is
+        # None, so a send_offsets that returns after all fails in its abandoned thread instead
+        # of committing a transaction already reported as not visible and retried
         def commit() -> None:
             self._producer.send_offsets_to_transaction([marker], group, timeout_s)
             self._producer.commit_transaction(timeout_s)
