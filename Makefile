@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # src's bytecode, written ahead (only what changed): Python does not write it where
-# PYTHONDONTWRITEBYTECODE is set (as on the CI machines), and every process that imports
+# PYTHONDONTWRITEBYTECODE is set (as on our development machines), and every process that imports
 # streamtable (the app, Spark's Python worker daemon, each worker's lazy imports) then
 # compiled it from source, ~1 s of CPU in each restart of the crash app (docs/deployment.md)
 install: $(VENV)/.installed
