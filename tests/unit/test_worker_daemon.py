@@ -3,6 +3,7 @@ worker that forks in turn keeps its own objects collectable."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -49,3 +50,58 @@ def test_the_daemon_freezes_before_each_fork_and_a_worker_s_own_fork_does_not():
         1: "the worker's inherited objects were not frozen",
         2: "a worker's fork froze",
     }.get(proc.returncode, proc.stderr.decode()[-2000:])
+
+
+#: A process with a jar on its path the way Spark lists ``spark-core``'s for its Python workers:
+#: a namespace package made from the jar's ``org`` folder (as the standard library's ``copy``
+#: makes one when it tries Jython's ``org.python.core``), then the daemon's clean-up. Prints
+#: what is left of the jar as JSON.
+_JAR_SCRIPT = textwrap.dedent(
+    """
+    import importlib, json, sys, zipfile
+    jar = sys.argv[1]
+    with zipfile.ZipFile(jar, "w") as z:
+        for name in ("org/", "org/example/", "org/example/Foo.class"):  # jars list folders
+            z.writestr(name, b"")
+        z.writestr("META-INF/MANIFEST.MF", b"")
+    sys.path.append(jar)
+    try:
+        from org.python.core import PyStringMap  # noqa: F401 - what copy.py tries
+    except ImportError:
+        pass
+    assert "org" in sys.modules, "the jar's org folder should make a namespace package"
+    from streamtable.runtime import worker_daemon
+
+    worker_daemon._drop_spark_jars()
+    importlib.invalidate_caches()
+    try:
+        from org.python.core import PyStringMap  # noqa: F401,F811
+    except ImportError:
+        pass
+    print(json.dumps({
+        "on_path": [p for p in sys.path if p == jar],
+        "importers": [k for k in sys.path_importer_cache if k.startswith(jar)],
+        "org": "org" in sys.modules,
+    }))
+    """
+)
+
+
+def test_spark_s_jar_leaves_the_daemon_s_path_with_its_importers(tmp_path):
+    jar = tmp_path / "spark-core_2.13-4.3.0.jar"
+    proc = subprocess.run(
+        [sys.executable, "-c", _JAR_SCRIPT, str(jar)], capture_output=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    left = json.loads(proc.stdout.decode().strip().splitlines()[-1])
+    assert left == {"on_path": [], "importers": [], "org": False}
+
+
+def test_a_jar_stays_on_the_path_when_pyspark_is_not_found_without_it(tmp_path):
+    from streamtable.runtime.worker_daemon import without_spark_jars
+
+    jar = str(tmp_path / "spark-core_2.13-4.3.0.jar")
+    no_pyspark = [str(tmp_path)]
+    assert without_spark_jars([jar, *no_pyspark]) == [jar, *no_pyspark]
+    with_pyspark = [p for p in sys.path if p]  # the installed pyspark is on the test's path
+    assert without_spark_jars([jar, *with_pyspark]) == with_pyspark

@@ -6,13 +6,19 @@ worker from it for each concurrent Python task; a forked worker imports what its
 ``pyspark.daemon`` as the daemon, measured on the flights × planes join, a third of the
 workers' CPU time went to those imports, compiled from source because Spark puts its
 ``pyspark.zip`` (no bytecode) first on the workers' path, and another seventh to
-``importlib.invalidate_caches()``, which PySpark calls for every task and which re-reads the
-zip archive's directory (1,485 entries) once per zip importer.
+``importlib.invalidate_caches()``, which PySpark then called for every task and which re-reads the
+zip archive's directory (1,485 entries) once per zip importer. Spark also puts the jar that
+holds its own ``PythonUtils`` (``spark-core``, 40 MB, 5,973 entries) on the workers' path, for
+a PySpark packaged inside it: PySpark 4's worker re-reads every zip importer's directory
+(``importlib.invalidate_caches()``) on the first task of each new worker, when it adds the
+session's file folder to ``sys.path``. With that jar it took 210-300 ms per new worker (three
+importers: the jar and its ``org`` and ``google`` folders, for namespace packages).
 
 This module, set as ``spark.python.daemon.module`` by
 :func:`~streamtable.runtime.spark.get_spark`, imports those modules once, from the installed
-``pyspark`` package (with bytecode caches) when it is the same version as Spark's zip, and
-then runs ``pyspark.daemon``'s manager unchanged: forked workers inherit the imports. With
+``pyspark`` package (with bytecode caches) when it is the same version as Spark's zip, without
+Spark's jars on the path when that package is found without them, and then runs
+``pyspark.daemon``'s manager unchanged: forked workers inherit the imports. With
 ``$STREAMTABLE_FORK_SERVER`` set, it first forks :mod:`streamtable.runtime.fork_server`, which
 gives the same imports to the Python process Spark starts on the driver to plan a stateful query.
 
@@ -115,9 +121,68 @@ def prefer_installed_pyspark() -> bool:
     return True
 
 
+def without_spark_jars(path: list[str]) -> list[str]:
+    """``path`` without its jar files when the ``pyspark`` package is found on the rest.
+
+    Spark lists the jar of its ``PythonUtils`` class (``spark-core``) on its Python processes'
+    path, for a PySpark packaged inside that jar. An installed ``pyspark`` package needs none
+    of it, and each zip importer of the jar costs a read of its 5,973-entry directory whenever
+    ``importlib.invalidate_caches()`` runs (see the module docstring).
+
+    Parameters
+    ----------
+    path : list of str
+        A module search path (``sys.path``).
+
+    Returns
+    -------
+    list of str
+        ``path`` without its ``*.jar`` entries, or ``path`` itself when it has none or when
+        ``pyspark`` is not found without them.
+
+    Examples
+    --------
+    >>> without_spark_jars(["/nowhere/spark-core_2.13-4.3.0.jar"])  # no pyspark on the rest
+    ['/nowhere/spark-core_2.13-4.3.0.jar']
+    """
+    rest = [p for p in path if not p.endswith(".jar")]
+    if len(rest) == len(path) or importlib.machinery.PathFinder.find_spec("pyspark", rest) is None:
+        return path
+    return rest
+
+
+def _drop_spark_jars() -> None:
+    """Apply :func:`without_spark_jars` to ``sys.path``, with the jars' zip importers and the
+    namespace packages found only in them (``org``: the standard library's ``copy`` and
+    ``pickle`` try ``from org.python.core import ...`` for Jython, which made one from the
+    jar's ``org`` folder; a namespace package keeps its old folders when none is found on
+    the new path, and would re-create the importer).
+    """
+    kept = without_spark_jars(sys.path)
+    if kept is sys.path:
+        return
+    jars = [p for p in sys.path if p not in kept]
+    sys.path[:] = kept
+
+    def inside(entry: str) -> bool:
+        return any(entry == j or entry.startswith(j + os.sep) for j in jars)
+
+    for name, module in list(sys.modules.items()):
+        spec = getattr(module, "__spec__", None)
+        if spec is None or spec.origin is not None or spec.submodule_search_locations is None:
+            continue  # not a namespace package
+        folders = list(spec.submodule_search_locations)
+        if folders and all(inside(f) for f in folders):
+            del sys.modules[name]
+    for key in list(sys.path_importer_cache):
+        if inside(key):
+            del sys.path_importer_cache[key]
+
+
 def main() -> None:
     """Preload, then run PySpark's daemon manager."""
     prefer_installed_pyspark()
+    _drop_spark_jars()
     for name in PRELOAD:
         try:
             importlib.import_module(name)
