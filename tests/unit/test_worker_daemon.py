@@ -52,24 +52,32 @@ def test_the_daemon_freezes_before_each_fork_and_a_worker_s_own_fork_does_not():
     }.get(proc.returncode, proc.stderr.decode()[-2000:])
 
 
-#: A process with a jar on its path the way Spark lists ``spark-core``'s for its Python workers:
-#: a namespace package made from the jar's ``org`` folder (as the standard library's ``copy``
-#: makes one when it tries Jython's ``org.python.core``), then the daemon's clean-up. Prints
-#: what is left of the jar as JSON.
+#: A process with Spark's jar on its path the way Spark lists ``spark-core``'s for its Python
+#: workers, and a user's jar: a namespace package made from the jar's ``org`` folder only (as the
+#: standard library's ``copy`` makes one when it tries Jython's ``org.python.core``) and one,
+#: ``google``, spanning the jar and a folder with a module; then the daemon's clean-up. Prints
+#: what is left of the jars as JSON.
 _JAR_SCRIPT = textwrap.dedent(
     """
-    import importlib, json, sys, zipfile
-    jar = sys.argv[1]
+    import importlib, json, os, sys, zipfile
+    jar, other, folder = sys.argv[1:4]
     with zipfile.ZipFile(jar, "w") as z:
-        for name in ("org/", "org/example/", "org/example/Foo.class"):  # jars list folders
-            z.writestr(name, b"")
-        z.writestr("META-INF/MANIFEST.MF", b"")
-    sys.path.append(jar)
+        for name in ("org/", "org/example/", "org/example/Foo.class", "google/", "google/a.proto"):
+            z.writestr(name, b"")  # jars list their folders
+    with zipfile.ZipFile(other, "w") as z:
+        z.writestr("users_module.py", "VALUE = 1\\n")
+    os.makedirs(os.path.join(folder, "google"))
+    with open(os.path.join(folder, "google", "mine.py"), "w") as f:
+        f.write("VALUE = 2\\n")
+    sys.path[:0] = [folder]
+    sys.path += [jar, other]
     try:
         from org.python.core import PyStringMap  # noqa: F401 - what copy.py tries
     except ImportError:
         pass
+    import google
     assert "org" in sys.modules, "the jar's org folder should make a namespace package"
+    assert any(p.startswith(jar) for p in google.__path__), list(google.__path__)
     from streamtable.runtime import worker_daemon
 
     worker_daemon._drop_spark_jars()
@@ -78,23 +86,35 @@ _JAR_SCRIPT = textwrap.dedent(
         from org.python.core import PyStringMap  # noqa: F401,F811
     except ImportError:
         pass
+    import google.mine, users_module
     print(json.dumps({
-        "on_path": [p for p in sys.path if p == jar],
+        "on_path": [p for p in sys.path if p in (jar, other)],
         "importers": [k for k in sys.path_importer_cache if k.startswith(jar)],
         "org": "org" in sys.modules,
+        "google": [p for p in google.__path__ if p.startswith(jar)],
+        "imported": [google.mine.VALUE, users_module.VALUE],
     }))
     """
 )
 
 
 def test_spark_s_jar_leaves_the_daemon_s_path_with_its_importers(tmp_path):
-    jar = tmp_path / "spark-core_2.13-4.3.0.jar"
+    jar, other = tmp_path / "spark-core_2.13-4.3.0.jar", tmp_path / "users-code.jar"
     proc = subprocess.run(
-        [sys.executable, "-c", _JAR_SCRIPT, str(jar)], capture_output=True, timeout=120
+        [sys.executable, "-c", _JAR_SCRIPT, str(jar), str(other), str(tmp_path / "folder")],
+        capture_output=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     left = json.loads(proc.stdout.decode().strip().splitlines()[-1])
-    assert left == {"on_path": [], "importers": [], "org": False}
+    # only Spark's jar goes; a namespace package partly elsewhere stays, without the jar
+    assert left == {
+        "on_path": [str(other)],
+        "importers": [],
+        "org": False,
+        "google": [],
+        "imported": [2, 1],
+    }
 
 
 def test_a_jar_stays_on_the_path_when_pyspark_is_not_found_without_it(tmp_path):

@@ -8,7 +8,7 @@ workers' CPU time went to those imports, compiled from source because Spark puts
 ``pyspark.zip`` (no bytecode) first on the workers' path, and another seventh to
 ``importlib.invalidate_caches()``, which PySpark then called for every task and which re-reads the
 zip archive's directory (1,485 entries) once per zip importer. Spark also puts the jar that
-holds its own ``PythonUtils`` (``spark-core``, 40 MB, 5,973 entries) on the workers' path, for
+holds its own ``PythonUtils`` (``spark-core``, 16 MB, 5,973 entries) on the workers' path, for
 a PySpark packaged inside it: PySpark 4's worker re-reads every zip importer's directory
 (``importlib.invalidate_caches()``) on the first task of each new worker, when it adds the
 session's file folder to ``sys.path``. With that jar it took 210-300 ms per new worker (three
@@ -34,6 +34,7 @@ worker, bounded by what it inherited); objects freed by reference counting are f
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import importlib.machinery
@@ -122,7 +123,8 @@ def prefer_installed_pyspark() -> bool:
 
 
 def without_spark_jars(path: list[str]) -> list[str]:
-    """``path`` without its jar files when the ``pyspark`` package is found on the rest.
+    """``path`` without Spark's ``spark-core`` jar when the ``pyspark`` package is found on the
+    rest.
 
     Spark lists the jar of its ``PythonUtils`` class (``spark-core``) on its Python processes'
     path, for a PySpark packaged inside that jar. An installed ``pyspark`` package needs none
@@ -137,18 +139,24 @@ def without_spark_jars(path: list[str]) -> list[str]:
     Returns
     -------
     list of str
-        ``path`` without its ``*.jar`` entries, or ``path`` itself when it has none or when
-        ``pyspark`` is not found without them.
+        ``path`` without its ``spark-core_*.jar`` entries, or ``path`` itself when it has
+        none or when ``pyspark`` is not found without them. Other jars (a user's, of Python
+        code) stay.
 
     Examples
     --------
     >>> without_spark_jars(["/nowhere/spark-core_2.13-4.3.0.jar"])  # no pyspark on the rest
     ['/nowhere/spark-core_2.13-4.3.0.jar']
     """
-    rest = [p for p in path if not p.endswith(".jar")]
+    rest = [p for p in path if not _is_spark_core_jar(os.path.basename(p))]
     if len(rest) == len(path) or importlib.machinery.PathFinder.find_spec("pyspark", rest) is None:
         return path
     return rest
+
+
+def _is_spark_core_jar(name: str) -> bool:
+    """Spark's ``spark-core_<scala>-<version>.jar``."""
+    return name.startswith("spark-core_") and name.endswith(".jar")
 
 
 def _drop_spark_jars() -> None:
@@ -174,6 +182,10 @@ def _drop_spark_jars() -> None:
         folders = list(spec.submodule_search_locations)
         if folders and all(inside(f) for f in folders):
             del sys.modules[name]
+            parent, _, child = name.rpartition(".")
+            if parent in sys.modules:
+                with contextlib.suppress(AttributeError):
+                    delattr(sys.modules[parent], child)
     for key in list(sys.path_importer_cache):
         if inside(key):
             del sys.path_importer_cache[key]
