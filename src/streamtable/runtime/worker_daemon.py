@@ -17,7 +17,7 @@ importers: the jar and its ``org`` and ``google`` folders, for namespace package
 This module, set as ``spark.python.daemon.module`` by
 :func:`~streamtable.runtime.spark.get_spark`, imports those modules once, from the installed
 ``pyspark`` package (with bytecode caches) when it is the same version as Spark's zip, without
-Spark's jars on the path when that package is found without them, and then runs
+Spark's ``spark-core`` jar on the path when that package is found without it, and then runs
 ``pyspark.daemon``'s manager unchanged: forked workers inherit the imports. With
 ``$STREAMTABLE_FORK_SERVER`` set, it first forks :mod:`streamtable.runtime.fork_server`, which
 gives the same imports to the Python process Spark starts on the driver to plan a stateful query.
