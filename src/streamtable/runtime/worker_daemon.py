@@ -116,9 +116,7 @@ def prefer_installed_pyspark() -> bool:
     zip_version = zip_version_file(spark_zip)
     if zip_version is None or zip_version != _installed_version_file(rest):
         return False
-    sys.path[:] = rest
-    for p in zips:
-        sys.path_importer_cache.pop(p, None)
+    _leave_path(zips)
     return True
 
 
@@ -160,20 +158,23 @@ def _is_spark_core_jar(name: str) -> bool:
 
 
 def _drop_spark_jars() -> None:
-    """Apply :func:`without_spark_jars` to ``sys.path``, with the jars' zip importers and the
-    namespace packages found only in them (``org``: the standard library's ``copy`` and
-    ``pickle`` try ``from org.python.core import ...`` for Jython, which made one from the
-    jar's ``org`` folder; a namespace package keeps its old folders when none is found on
-    the new path, and would re-create the importer).
-    """
+    """Apply :func:`without_spark_jars` to ``sys.path`` (see :func:`_leave_path`)."""
     kept = without_spark_jars(sys.path)
-    if kept is sys.path:
-        return
-    jars = [p for p in sys.path if p not in kept]
-    sys.path[:] = kept
+    if kept is not sys.path:
+        _leave_path([p for p in sys.path if p not in kept])
+
+
+def _leave_path(dropped: list[str]) -> None:
+    """Take the archives ``dropped`` off ``sys.path``, with their zip importers (their
+    folders' too) and the namespace packages found only in them (``org``: the standard
+    library's ``copy`` and ``pickle`` try ``from org.python.core import ...`` for Jython,
+    which made one from the ``org`` folder of Spark's jar; a namespace package keeps its old
+    folders when none is found on the new path, and would re-create the importer).
+    """
+    sys.path[:] = [p for p in sys.path if p not in dropped]
 
     def inside(entry: str) -> bool:
-        return any(entry == j or entry.startswith(j + os.sep) for j in jars)
+        return any(entry == d or entry.startswith(d + os.sep) for d in dropped)
 
     for name, module in list(sys.modules.items()):
         spec = getattr(module, "__spec__", None)
