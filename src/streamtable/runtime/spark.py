@@ -25,7 +25,7 @@ from pyspark.sql import SparkSession
 from streamtable.errors import EnvironmentSetupError
 from streamtable.platform._process import cache_home
 from streamtable.runtime import class_data_sharing as cds
-from streamtable.runtime import fork_server
+from streamtable.runtime import fork_server, warm_up
 from streamtable.runtime.jars import check_java, resolve_jars
 from streamtable.runtime.spark_home import launched_with, local_spark_home
 from streamtable.runtime.spark_log import jvm_output_to
@@ -61,7 +61,7 @@ _DEFAULTS: dict[str, str] = {
     # transformWithState runner does not: two daemons, and the first stateful batch of every
     # start (a restart too) waited ~1 s for the second one to start and import pandas, pyarrow
     # and streamtable's stages. Off, every runner shares the daemon started ahead (see
-    # _start_python_workers); a Python error's traceback keeps PySpark's worker frames.
+    # warm_up.start_python_workers); a Python error's traceback keeps PySpark's worker frames.
     "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled": "false",
     # Checkpoint files (offset and commit logs, every state store version) are written to a
     # temporary file and renamed. Spark's default manager renames through Hadoop's FileContext,
@@ -134,37 +134,6 @@ def session_archive_key(spark_home: Path | None) -> str | None:
     """
     defaults = cds.defaults_digest({**_DEFAULTS, **_LOCAL_DEFAULTS})
     return cds.driver_archive_key(str(spark_home) if spark_home else None, defaults)
-
-
-def _start_python_workers(spark: SparkSession) -> None:
-    """Start the local executor's Python worker daemon and a worker per core, in the
-    background: while the application compiles its topology and its queries plan their first
-    micro-batch, the executor is idle, and the first tasks then find the daemon (with its
-    preloaded modules) and idle workers ready instead of starting them (about 1 s of each
-    first task on 2 cores); then RocksDB's native library is loaded. Nothing depends on it;
-    a failure is only logged.
-    """
-
-    def same(batches):  # type: ignore[no-untyped-def]
-        yield from batches
-
-    sc = spark.sparkContext
-    try:
-        sc.setLocalProperty("spark.job.description", "streamtable: start Python workers")
-        n = max(1, sc.defaultParallelism)
-        spark.range(0, n, 1, n).mapInArrow(same, "id long").collect()
-    except Exception as e:  # pragma: no cover - best effort
-        log.debug("starting Python workers ahead failed: %s", e)
-    finally:
-        with contextlib.suppress(Exception):
-            sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
-    if "RocksDB" in spark.conf.get("spark.sql.streaming.stateStore.providerClass", ""):
-        # the executor is this JVM: load RocksDB's native library (extracted from its jar,
-        # ~0.15 s) now rather than in the first stateful task
-        try:
-            sc._jvm.org.apache.spark.sql.execution.streaming.state.RocksDBLoader.loadLibrary()  # type: ignore[attr-defined]
-        except Exception as e:  # pragma: no cover - best effort
-            log.debug("loading RocksDB ahead failed: %s", e)
 
 
 def _fork_server_launcher(settings: dict[str, str]) -> str | None:
@@ -395,8 +364,6 @@ def get_spark(
             settings.get("spark.python.daemon.module")
             == _LOCAL_DEFAULTS["spark.python.daemon.module"]
         ):
-            threading.Thread(
-                target=_start_python_workers, args=(spark,), name="streamtable-warm-up", daemon=True
-            ).start()
+            warm_up.start(spark)
         spark.sparkContext.setLogLevel(settings.get("spark.log.level", "WARN"))
         return spark
