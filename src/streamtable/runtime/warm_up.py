@@ -65,9 +65,8 @@ def warm_state_store(spark: SparkSession) -> bool:
     Jackson's Scala module, whose first use builds its serializers: measured at 0.17 s and
     0.5 s in an idle session, and the largest parts of the ~1 s per state partition a
     restart's first stateful micro-batch spent opening its store (docs/deployment.md,
-    "RocksDB warmed ahead"). Both
-    are done here once, with an empty metadata file written and read back in a temporary
-    directory (removed after).
+    "RocksDB warmed ahead"). Both are done here once, with an empty metadata file written and
+    read back in a temporary directory (removed after).
 
     Parameters
     ----------
