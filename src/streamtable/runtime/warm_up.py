@@ -1,31 +1,32 @@
 """Work a local session's first micro-batches would otherwise do, started ahead in the background.
 
 While an application compiles its topology and its queries plan their first micro-batch, the
-local executor (the driver's own JVM) is idle. Two pieces of a first micro-batch's work do not
-depend on the query and are done then instead, each in a daemon thread of its own:
+local executor (the driver's own JVM) is idle. :func:`start` uses that time, in one daemon
+thread, for two pieces of a first micro-batch's work that do not depend on the query:
 
-- :func:`start_python_workers`: the executor's Python worker daemon and a worker per core.
-- :func:`warm_state_store`: RocksDB's native library, and the JSON reader of its checkpoint
-  metadata, which every RocksDB state store uses when it loads a version.
+- :func:`start_python_workers`: the executor's Python worker daemon and a worker per core;
+- then :func:`load_rocksdb_library`: RocksDB's native library.
 
 Nothing depends on either: a failure is only logged (at debug level), and a micro-batch that
 starts first does the same work itself, as it would without them.
+
+Tried and not kept (docs/deployment.md, "Python workers started ahead"): the RocksDB step in a
+thread of its own, started with the session, and reading and writing a checkpoint metadata
+file there (the first use of its JSON code). A restart's first stateful micro-batch then
+opened its stores in 0.16-0.31 s instead of 1.2-2.3 s, but on 2 busy cores ``start()`` took
+0.7 s longer and the restart as a whole was no faster.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import tempfile
 import threading
 
 from pyspark.sql import SparkSession
 
 log = logging.getLogger("streamtable")
 
-_STATE = "org.apache.spark.sql.execution.streaming.state"
-_ROCKSDB_PROVIDER = f"{_STATE}.RocksDBStateStoreProvider"
 _PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 
 
@@ -57,16 +58,11 @@ def start_python_workers(spark: SparkSession) -> None:
             sc.setLocalProperty("spark.job.description", None)  # type: ignore[arg-type]
 
 
-def warm_state_store(spark: SparkSession) -> bool:
-    """Load RocksDB's native library and its checkpoint metadata reader in this JVM.
+def load_rocksdb_library(spark: SparkSession) -> bool:
+    """Load RocksDB's native library in this JVM (``RocksDBLoader.loadLibrary``).
 
-    A RocksDB state store's first load in a JVM extracts the native library from its jar
-    (``RocksDBLoader.loadLibrary``), and reads the version's checkpoint metadata with
-    Jackson's Scala module, whose first use builds its serializers: measured at 0.17 s and
-    0.5 s in an idle session, and the largest parts of the ~1 s per state partition a
-    restart's first stateful micro-batch spent opening its store (docs/deployment.md,
-    "RocksDB warmed ahead"). Both are done here once, with an empty metadata file written and
-    read back in a temporary directory (removed after).
+    A RocksDB state store's first load in a JVM otherwise extracts it from its jar (0.17 s in
+    an idle session). Concurrent loads wait for one another (the loader is synchronized).
 
     Parameters
     ----------
@@ -76,29 +72,28 @@ def warm_state_store(spark: SparkSession) -> bool:
     Returns
     -------
     bool
-        True when both were done; False when the session's state store provider is not
-        RocksDB's (nothing to do) or a step failed (logged at debug level; the first store
-        load then does it, as without this).
+        True when it is loaded; False when the session's state store provider has no
+        ``RocksDB`` in its class name (nothing to do) or the load failed (logged at debug
+        level; the first store load then tries, as without this).
     """
-    if spark.conf.get(_PROVIDER_KEY, "") != _ROCKSDB_PROVIDER:
-        return False
-    jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-    state = jvm.org.apache.spark.sql.execution.streaming.state
     try:
-        state.RocksDBLoader.loadLibrary()
-        with tempfile.TemporaryDirectory(prefix="streamtable-warm-up-") as tmp:
-            path = jvm.java.io.File(os.path.join(tmp, "metadata"))
-            no_files = jvm.org.apache.spark.api.python.PythonUtils.toSeq(jvm.java.util.ArrayList())
-            state.RocksDBCheckpointMetadata.apply(no_files, 0).writeToFile(path)
-            state.RocksDBCheckpointMetadata.readFromFile(path)
+        if "RocksDB" not in spark.conf.get(_PROVIDER_KEY, ""):
+            return False
+        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+        jvm.org.apache.spark.sql.execution.streaming.state.RocksDBLoader.loadLibrary()
         return True
     except Exception as e:  # best effort
-        log.debug("warming RocksDB's state store ahead failed: %s", e)
+        log.debug("loading RocksDB ahead failed: %s", e)
         return False
 
 
-def start(spark: SparkSession) -> list[threading.Thread]:
-    """Start :func:`warm_state_store` and :func:`start_python_workers` in daemon threads.
+def _warm_up(spark: SparkSession) -> None:
+    start_python_workers(spark)
+    load_rocksdb_library(spark)
+
+
+def start(spark: SparkSession) -> threading.Thread:
+    """Run :func:`start_python_workers`, then :func:`load_rocksdb_library`, in a daemon thread.
 
     Parameters
     ----------
@@ -107,21 +102,12 @@ def start(spark: SparkSession) -> list[threading.Thread]:
 
     Returns
     -------
-    list of threading.Thread
-        The started threads (``streamtable-warm-up-state``, ``streamtable-warm-up-workers``),
-        for a caller that wants to wait for them; nobody has to.
+    threading.Thread
+        The started thread (``streamtable-warm-up``), for a caller that wants to wait for it;
+        nobody has to.
     """
-    threads = [
-        threading.Thread(
-            target=warm_state_store, args=(spark,), name="streamtable-warm-up-state", daemon=True
-        ),
-        threading.Thread(
-            target=start_python_workers,
-            args=(spark,),
-            name="streamtable-warm-up-workers",
-            daemon=True,
-        ),
-    ]
-    for t in threads:
-        t.start()
-    return threads
+    thread = threading.Thread(
+        target=_warm_up, args=(spark,), name="streamtable-warm-up", daemon=True
+    )
+    thread.start()
+    return thread
