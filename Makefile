@@ -48,5 +48,7 @@ docs: install
 bench: install
 	$(BIN)/python bench/run.py
 
+# also the bytecode `make install` wrote under src (Python's own __pycache__ folders)
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info src/*.egg-info
+	find src -name __pycache__ -type d -prune -exec rm -rf {} +
