@@ -21,7 +21,7 @@ _PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 def _session_warm_up_done() -> None:
     """Wait for the warm-up the session fixture's get_spark started (it shares the JVM)."""
     for t in threading.enumerate():
-        if t.name.startswith("streamtable-warm-up"):
+        if t.name == "streamtable-warm-up":
             t.join(timeout=120)
             assert not t.is_alive(), f"{t.name} still running after 120 s"
 
@@ -32,6 +32,7 @@ def test_load_rocksdb_library_calls_this_sparks_loader(spark):
 
 
 def test_load_rocksdb_library_does_nothing_for_another_provider(spark):
+    _session_warm_up_done()  # its RocksDB step reads the setting changed here
     rocksdb = spark.conf.get(_PROVIDER)
     hdfs = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
     spark.conf.set(_PROVIDER, hdfs)
