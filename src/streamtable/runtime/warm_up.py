@@ -10,13 +10,8 @@ thread, for two pieces of a first micro-batch's work that do not depend on the q
 Nothing depends on either: a failure is only logged (at debug level), and a micro-batch that
 starts first does the same work itself, as it would without them.
 
-Tried and not kept (docs/deployment.md, "Python workers started ahead"): the RocksDB step in a
-thread of its own, started with the session, and reading and writing a checkpoint metadata
-file there (the first use of its JSON code). A restart's first stateful micro-batch then
-opened its stores in 0.16-0.31 s instead of 1.2-2.3 s, but on 2 busy cores ``start()`` took
-0.3-0.6 s longer and the restart as a whole was no faster. The Python workers' job, switched
-off the same way, did pay: ``start()`` 0.6 s shorter without it, the restart 0.8 s longer
-(medians of 5 alternating restarts each).
+Both were measured against the restart they serve; docs/deployment.md ("Python workers
+started ahead") has the figures, and a RocksDB warm-up of its own that was tried and not kept.
 """
 
 from __future__ import annotations
