@@ -1,5 +1,6 @@
-"""Checkpoint files are written through Hadoop's FileSystem on its own local filesystem, and
-keep the two rename rules Spark's checkpoints rely on.
+"""Checkpoint files are written through Hadoop's FileSystem on its own local filesystem (or
+streamtable's subclass of it, see ``streamtable.runtime.local_file_system``), and keep the two
+rename rules Spark's checkpoints rely on.
 
 The session's default (``streamtable.runtime.spark``) replaces Spark's FileContext manager,
 whose renames fork ``readlink`` processes. Spark writes every checkpoint file to a temporary
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 import pytest
 from py4j.protocol import Py4JJavaError
+
+from streamtable.runtime import local_file_system as lfs
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +50,14 @@ def test_the_session_writes_checkpoints_through_hadoops_local_filesystem(spark, 
     manager, path = _manager(spark, tmp_path)
     assert manager.getClass().getName() == f"{_MANAGERS}.FileSystemBasedCheckpointFileManager"
     conf = spark._jsparkSession.sessionState().newHadoopConf()
-    assert path.getFileSystem(conf).getClass().getName() == "org.apache.hadoop.fs.LocalFileSystem"
+    fs = path.getFileSystem(conf).getClass()
+    # streamtable's subclass, whose permission changes start no process (local_file_system),
+    # where a javac could compile it
+    assert fs.getName() == (
+        lfs.CLASS_NAME if lfs.javac_executable() else "org.apache.hadoop.fs.LocalFileSystem"
+    )
+    local = spark.sparkContext._jvm.java.lang.Class.forName("org.apache.hadoop.fs.LocalFileSystem")
+    assert local.isAssignableFrom(fs)
 
 
 def test_a_checkpoint_file_that_may_not_be_replaced_is_refused_and_kept(spark, tmp_path):

@@ -51,6 +51,19 @@ def test_the_sessions_key_changes_with_streamtable_s_session_defaults(monkeypatc
     assert spark_module.session_archive_key(None) != before
 
 
+def test_the_sessions_key_changes_with_the_jar_a_local_session_puts_on_its_class_path():
+    # an archive maps only for the class path it was recorded with
+    from streamtable.runtime import spark as spark_module
+
+    plain = spark_module.session_archive_key(None)
+    if plain is None:
+        pytest.skip("this Java cannot share classes dynamically (not HotSpot 13+)")
+    one = {"spark.driver.extraClassPath": "/cache/local-fs-1/streamtable-local-fs.jar"}
+    other = {"spark.driver.extraClassPath": "/cache/local-fs-2/streamtable-local-fs.jar"}
+    keys = {plain, *(spark_module.session_archive_key(None, e) for e in (one, other))}
+    assert len(keys) == 3
+
+
 def test_the_test_sessions_driver_jvm_takes_the_options_and_shares_classes(spark):
     plan = current_archive_plan()
     if plan is None or not plan.options:

@@ -370,10 +370,17 @@ def record_now(timeout_s: float = 120.0) -> Path | None:
     from pyspark.sql import SparkSession
 
     from streamtable.errors import StreamsError
-    from streamtable.runtime.spark import current_archive_plan, get_spark, session_archive_key
+    from streamtable.runtime.spark import (
+        current_archive_plan,
+        get_spark,
+        session_archive_key,
+        session_extras,
+    )
     from streamtable.runtime.spark_home import local_spark_home
 
-    key = session_archive_key(local_spark_home())  # the home get_spark gives the local JVM
+    conf = {"spark.sql.shuffle.partitions": "2"}
+    home = local_spark_home()  # the home get_spark gives the local JVM
+    key = session_archive_key(home, session_extras(conf, home))
     if key is None:
         return None
     final = cache_dir() / f"{key}.jsa"
@@ -381,7 +388,7 @@ def record_now(timeout_s: float = 120.0) -> Path | None:
         return final
     if SparkSession.getActiveSession() is not None:
         raise StreamsError("record_now() starts its own Spark session; stop the active one first")
-    spark = get_spark({"spark.sql.shuffle.partitions": "2"})
+    spark = get_spark(conf)
     plan = current_archive_plan()
     if plan is None or plan.recording is None:
         spark.stop()

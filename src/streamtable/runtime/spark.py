@@ -20,14 +20,15 @@ import threading
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
+from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
 from streamtable.errors import EnvironmentSetupError
 from streamtable.platform._process import cache_home
 from streamtable.runtime import class_data_sharing as cds
-from streamtable.runtime import fork_server, warm_up
+from streamtable.runtime import fork_server, local_file_system, warm_up
 from streamtable.runtime.jars import check_java, resolve_jars
-from streamtable.runtime.spark_home import launched_with, local_spark_home
+from streamtable.runtime.spark_home import installed_spark_home, launched_with, local_spark_home
 from streamtable.runtime.spark_log import jvm_output_to
 
 log = logging.getLogger("streamtable")
@@ -78,7 +79,9 @@ _DEFAULTS: dict[str, str] = {
     # Hadoop's own local filesystem for file: paths. PySpark's hive-exec jar lists Hive's
     # ProxyLocalFileSystem after it in its FileSystem service file, so Hive's provides file:;
     # its rename refuses an existing destination, and the FileSystem manager above would keep
-    # a stale state file when a re-run micro-batch writes its version again.
+    # a stale state file when a re-run micro-batch writes its version again. A local session
+    # gets a subclass of it instead, whose permission changes start no `chmod` process
+    # (local_session_extras, streamtable.runtime.local_file_system).
     "spark.hadoop.fs.file.impl": _LOCAL_FILE_SYSTEM,
 }
 #: Local sessions only: Python workers forked with pandas, pyarrow and streamtable's stages
@@ -115,13 +118,18 @@ def current_archive_plan() -> cds.ArchivePlan | None:
     return _archive_plan
 
 
-def session_archive_key(spark_home: Path | None) -> str | None:
+def session_archive_key(
+    spark_home: Path | None, extra: Mapping[str, str] | None = None
+) -> str | None:
     """The class data sharing archive key of the driver JVM :func:`get_spark` starts.
 
     Parameters
     ----------
     spark_home : pathlib.Path or None
         The JVM's Spark home (None: ``$SPARK_HOME``, else the installed ``pyspark``).
+    extra : Mapping[str, str], optional
+        :func:`local_session_extras` when the session is local: the jar they put on the class
+        path is part of what an archive maps.
 
     Returns
     -------
@@ -132,8 +140,89 @@ def session_archive_key(spark_home: Path | None) -> str | None:
         with other defaults in effect (say another ``fs.file.impl``) maps, and only misses
         the classes they bring.
     """
-    defaults = cds.defaults_digest({**_DEFAULTS, **_LOCAL_DEFAULTS})
+    defaults = cds.defaults_digest({**_DEFAULTS, **_LOCAL_DEFAULTS, **(extra or {})})
     return cds.driver_archive_key(str(spark_home) if spark_home else None, defaults)
+
+
+def wants_local_file_system(
+    settings: Mapping[str, str], conf: Mapping[str, str], *, jvm_launched: bool
+) -> bool:
+    """Whether the session :func:`get_spark` starts gets :func:`local_session_extras`.
+
+    Only a driver JVM about to be launched (an existing one keeps its class path, which would
+    lack the jar) of a ``local`` or ``local[...]`` master (``local-cluster`` executors are JVMs
+    of their own, without it), and only when neither ``conf`` names ``fs.file.impl`` nor
+    ``PYSPARK_SUBMIT_ARGS`` sets a driver class path (PySpark's launcher would put it in place
+    of ours).
+
+    >>> s = {"spark.master": "local[2]"}
+    >>> wants_local_file_system(s, {}, jvm_launched=False)
+    True
+    >>> wants_local_file_system(s, {}, jvm_launched=True)
+    False
+    >>> wants_local_file_system({"spark.master": "local-cluster[2,1,1024]"}, {}, jvm_launched=False)
+    False
+    >>> wants_local_file_system(s, {"spark.hadoop.fs.file.impl": "my.Fs"}, jvm_launched=False)
+    False
+    """
+    master = settings["spark.master"]
+    if jvm_launched or not (master == "local" or master.startswith("local[")):
+        return False
+    if "spark.hadoop.fs.file.impl" in conf:
+        return False
+    submit_args = os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+    return "--driver-class-path" not in submit_args and "extraClassPath" not in submit_args
+
+
+def with_class_path(extras: Mapping[str, str], settings: Mapping[str, str]) -> dict[str, str]:
+    """``extras`` with its jar put before the driver class path ``settings`` already name.
+
+    >>> with_class_path({"spark.driver.extraClassPath": "/a.jar"}, {})
+    {'spark.driver.extraClassPath': '/a.jar'}
+    >>> with_class_path({"spark.driver.extraClassPath": "/a.jar"},
+    ...                 {"spark.driver.extraClassPath": "/mine.jar"})
+    {'spark.driver.extraClassPath': '/a.jar:/mine.jar'}
+    >>> with_class_path({}, {"spark.driver.extraClassPath": "/mine.jar"})
+    {}
+    """
+    merged = dict(extras)
+    key = "spark.driver.extraClassPath"
+    if key in merged and settings.get(key):
+        merged[key] = os.pathsep.join([merged[key], settings[key]])
+    return merged
+
+
+def session_extras(conf: Mapping[str, str], spark_home: Path | None) -> dict[str, str]:
+    """What :func:`get_spark` (``conf``) adds to a session it launches besides its defaults:
+    :func:`local_session_extras` when :func:`wants_local_file_system`, else nothing.
+
+    Parameters
+    ----------
+    conf : Mapping[str, str]
+        The ``conf`` of :func:`get_spark`.
+    spark_home : pathlib.Path or None
+        The JVM's Spark home (None: ``$SPARK_HOME``, else the installed ``pyspark``).
+    """
+    launched = SparkContext._gateway is not None  # type: ignore[attr-defined]
+    if not wants_local_file_system(_session_settings(conf), conf, jvm_launched=launched):
+        return {}
+    return local_session_extras(spark_home)
+
+
+def local_session_extras(spark_home: Path | None) -> dict[str, str]:
+    """Settings a local session gets besides :data:`_LOCAL_DEFAULTS`: the local file system
+    of :mod:`streamtable.runtime.local_file_system` (its jar on the driver's class path), or
+    nothing when it cannot be built.
+
+    Parameters
+    ----------
+    spark_home : pathlib.Path or None
+        The JVM's Spark home (None: ``$SPARK_HOME``, else the installed ``pyspark``).
+    """
+    if spark_home is None:
+        env = os.environ.get("SPARK_HOME")
+        spark_home = Path(env) if env else installed_spark_home()
+    return local_file_system.session_settings(spark_home / "jars")
 
 
 def _fork_server_launcher(settings: dict[str, str]) -> str | None:
@@ -238,7 +327,8 @@ def _session_settings(conf: Mapping[str, str]) -> dict[str, str]:
     The FileSystem-based checkpoint manager is kept only on Hadoop's own ``LocalFileSystem``
     (or when ``conf`` names a manager itself): with another ``fs.file.impl`` Spark's default
     manager is used, since a filesystem whose rename does not replace an existing file would
-    keep stale state files under it.
+    keep stale state files under it. (The subclass a local session gets afterwards, see
+    :func:`local_session_extras`, renames as Hadoop's own.)
 
     >>> key = "spark.sql.streaming.checkpointFileManagerClass"
     >>> _session_settings({})[key].endswith("FileSystemBasedCheckpointFileManager")
@@ -321,15 +411,14 @@ def get_spark(
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         # local: Spark's Python processes import the installed pyspark (with bytecode)
         workers_python = settings.get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")
-        home = (
-            local_spark_home(python=workers_python)
-            if settings["spark.master"].startswith("local")
-            else None
-        )
+        local = settings["spark.master"].startswith("local")
+        home = local_spark_home(python=workers_python) if local else None
+        extras = session_extras(conf or {}, home)
+        settings.update(with_class_path(extras, settings))
         plan = None
         own_options = settings["spark.driver.extraJavaOptions"]
         key = (
-            session_archive_key(home)
+            session_archive_key(home, extras)
             if class_data_sharing and not cds.user_manages_sharing(own_options)
             else None
         )
