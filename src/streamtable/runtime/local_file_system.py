@@ -4,20 +4,24 @@ PySpark ships no Hadoop native library, and without it Hadoop's ``RawLocalFileSy
 the permission of every file it creates (and of every directory it makes with a permission) by
 running ``chmod`` in a child process of the driver JVM. Every checkpoint file a micro-batch
 writes — its offset and commit log entries, each state partition's changelog, each with a
-``.crc`` file — costs two such processes: about 20 ms per file on 2 cores, against about
-1 ms without them (see docs/deployment.md, "Checkpoint files").
+``.crc`` file — costs two such processes: 19.6 ms per file on 2 cores, against 2.5 ms
+without them (py4j's round trips included; see docs/deployment.md, "Checkpoint files").
 
 ``io.streamtable.hadoop.ForklessLocalFileSystem`` (source in ``streamtable/jvm/local-fs``) is
 Hadoop's ``LocalFileSystem`` with one method changed: the raw file system sets the same
 permission bits with Java's ``Files.setPosixFilePermissions``, the same system call without the
-process. The sticky bit, which Java cannot set, and a file system without POSIX permissions go
-to Hadoop's own code. Everything else (checksums, rename, listing) is Hadoop's.
+process. What Java would do differently goes to Hadoop's own code: the sticky bit, which Java
+cannot set, a directory with its set-user-ID or set-group-ID bit, which ``chmod`` keeps, and a
+file system without POSIX permissions. Everything else (checksums, rename, listing) is
+Hadoop's.
 
 PySpark ships no such class, so :func:`forkless_jar` compiles it once with the JDK's ``javac``
 against the Hadoop API jar of the Spark installation and caches the jar beside the connector
 jars. A local session puts it on the driver's class path (:func:`session_settings`); without a
 ``javac`` (a JRE only) or when the compile fails, the session keeps Hadoop's own class and the
-reason is logged at debug level. Not on a cluster, whose executors would need the jar too.
+reason is logged at debug level. Only for ``local`` and ``local[...]`` masters: the executors
+of a cluster (or of ``local-cluster``) would need the jar too (see
+:func:`streamtable.runtime.spark.wants_local_file_system`).
 """
 
 from __future__ import annotations
