@@ -144,6 +144,13 @@ def session_archive_key(
     return cds.driver_archive_key(str(spark_home) if spark_home else None, defaults)
 
 
+def _single_jvm(master: str) -> bool:
+    """Whether ``master`` runs the executors in the driver's JVM (``local``, ``local[...]``;
+    not ``local-cluster``, whose executors are JVMs of their own).
+    """
+    return master == "local" or master.startswith("local[")
+
+
 def wants_local_file_system(
     settings: Mapping[str, str], conf: Mapping[str, str], *, jvm_launched: bool
 ) -> bool:
@@ -165,8 +172,7 @@ def wants_local_file_system(
     >>> wants_local_file_system(s, {"spark.hadoop.fs.file.impl": "my.Fs"}, jvm_launched=False)
     False
     """
-    master = settings["spark.master"]
-    if jvm_launched or not (master == "local" or master.startswith("local[")):
+    if jvm_launched or not _single_jvm(settings["spark.master"]):
         return False
     if "spark.hadoop.fs.file.impl" in conf:
         return False
@@ -241,7 +247,7 @@ def _fork_server_launcher(settings: dict[str, str]) -> str | None:
     key = f"spark.executorEnv.{fork_server.ENV_VAR}"
     chosen = os.environ.get("PYSPARK_PYTHON")
     if (
-        not (settings["spark.master"] == "local" or settings["spark.master"].startswith("local["))
+        not _single_jvm(settings["spark.master"])
         or settings.get("spark.python.daemon.module")
         != _LOCAL_DEFAULTS["spark.python.daemon.module"]
         or "spark.pyspark.python" in settings
@@ -411,8 +417,11 @@ def get_spark(
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         # local: Spark's Python processes import the installed pyspark (with bytecode)
         workers_python = settings.get("spark.pyspark.python") or os.environ.get("PYSPARK_PYTHON")
-        local = settings["spark.master"].startswith("local")
-        home = local_spark_home(python=workers_python) if local else None
+        home = (
+            local_spark_home(python=workers_python)
+            if settings["spark.master"].startswith("local")
+            else None
+        )
         extras = session_extras(conf or {}, home)
         settings.update(with_class_path(extras, settings))
         plan = None
