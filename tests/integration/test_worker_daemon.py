@@ -1,7 +1,7 @@
 """Python tasks of a local session run in workers forked from streamtable's daemon
 (``streamtable.runtime.worker_daemon``): its modules already imported, and the objects they
 inherit frozen, so the full ``gc.collect()`` PySpark's worker runs after every task does not
-walk them; and they talk to the executor over Unix domain sockets."""
+walk them."""
 
 from __future__ import annotations
 
@@ -48,37 +48,3 @@ def test_workers_inherit_the_preloaded_modules_frozen(spark):
         # Spark lists spark-core's jar on the workers' path; left there, PySpark's
         # importlib.invalidate_caches() on each new worker's first task re-read its directory
         assert row.jars == "", f"Spark's jars on the worker's path or importer cache: {row.jars}"
-
-
-def _connection_families(batches):  # runs in a Spark Python worker
-    import os
-    import stat
-
-    import pyarrow as pa
-
-    def inodes(table):
-        with open(table) as f:
-            next(f)  # the header
-            return {line.split()[9 if "tcp" in table else 6] for line in f}
-
-    unix = inodes("/proc/net/unix")
-    tcp = inodes("/proc/net/tcp") | inodes("/proc/net/tcp6")
-    kinds = set()
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            if not stat.S_ISSOCK(os.fstat(int(fd)).st_mode):
-                continue
-            inode = os.readlink(f"/proc/self/fd/{fd}")[len("socket:[") : -1]
-        except OSError:
-            continue
-        kinds.add("unix" if inode in unix else "tcp" if inode in tcp else "other")
-    for _ in batches:
-        yield pa.RecordBatch.from_pydict({"kinds": [",".join(sorted(kinds))]})
-
-
-def test_workers_talk_to_the_jvm_over_unix_domain_sockets(spark):
-    # streamtable's local default spark.python.unix.domain.socket.enabled: the worker's
-    # connection to its executor is a Unix domain socket, not loopback TCP
-    assert spark.conf.get("spark.python.unix.domain.socket.enabled") == "true"
-    rows = spark.range(0, 2, 1, 2).mapInArrow(_connection_families, "kinds string").collect()
-    assert [r.kinds for r in rows] == ["unix", "unix"]

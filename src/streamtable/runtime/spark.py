@@ -90,13 +90,6 @@ _DEFAULTS: dict[str, str] = {
 #: it with --py-files would fail).
 _LOCAL_DEFAULTS: dict[str, str] = {
     "spark.python.daemon.module": "streamtable.runtime.worker_daemon",
-    # The JVM talks to its Python workers (their data and the transformWithState state
-    # server) over Unix domain sockets instead of loopback TCP. bench/latency.py, 4 pairs of
-    # runs: stateless micro-batches 75-90 ms instead of 111-129 ms, p50 latency 128-144 ms
-    # instead of 172-197 ms; keyed micro-batches unchanged within the runs' spread
-    # (docs/performance.md, "End-to-end latency"). Where Python has no AF_UNIX (Windows),
-    # Spark's TCP sockets stay.
-    **({"spark.python.unix.domain.socket.enabled": "true"} if hasattr(socket, "AF_UNIX") else {}),
 }
 #: A standalone master on loopback, e.g. the one of ``streamtable cluster start``.
 _LOOPBACK_MASTER = re.compile(r"^spark://(127\.0\.0\.1|localhost)(:\d+)?$")
