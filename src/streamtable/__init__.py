@@ -9,6 +9,7 @@ from streamtable.dsl.grouped_table import KGroupedTable
 from streamtable.dsl.kstream import BranchedKStream, KStream
 from streamtable.dsl.ktable import GlobalKTable, KTable
 from streamtable.dsl.materialized import Materialized
+from streamtable.dsl.reducers import Reducer, Reducers
 from streamtable.dsl.suppressed import BufferConfig, Suppressed
 from streamtable.dsl.timestamps import (
     FailOnInvalidTimestamp,
@@ -61,6 +62,8 @@ __all__ = [
     "GlobalKTable",
     "KGroupedTable",
     "Materialized",
+    "Reducers",
+    "Reducer",
     "JoinWindows",
     "KGroupedStream",
     "TimeWindowedKStream",

@@ -18,6 +18,7 @@ from streamtable import (
     Position,
     PositionBound,
     QueryableStoreTypes,
+    Reducers,
     Serdes,
     StoreQueryParameters,
     StreamsBuilder,
@@ -325,3 +326,56 @@ def test_a_changelog_topic_with_another_partition_count_is_refused_with_the_rese
     ):
         app.start()
     assert app.state.value != "RUNNING"
+
+
+@pytest.mark.parametrize(
+    ("reducer", "serde", "cast", "fold"),
+    [
+        (Reducers.max(), L, "bigint", max),
+        (Reducers.sum(), Serdes.integer(), "int", lambda a, v: a + v),
+    ],
+    ids=["max-long", "sum-integer"],
+)
+def test_a_built_in_reducer_runs_as_sparks_aggregation_with_the_python_folds_results(
+    kafka_broker, spark, topic_name, app_config, reducer, serde, cast, fold
+):
+    """A built-in reducer over values Spark reads (a column expression's cast to the grouping's
+    Long or Integer serde) runs with no Python stage at all; the store, its changelog (Kafka
+    Streams' format: the serde's bytes in the key's murmur2 partition) and the output hold
+    what the Python fold gives; null keys and values are skipped.
+    """
+    from streamtable import functions as F
+    from streamtable.serde.murmur2 import default_partition
+
+    bs = kafka_broker.bootstrap_servers
+    src, out = topic_name("in"), topic_name("out")
+    ensure_topics(bs, {src: 2, out: 1})
+    rows = [(f"k{i % 4}".encode(), str((i * 37) % 101 - 50).encode(), 1_000 + i) for i in range(60)]
+    produce_records(bs, src, [*rows, (b"k0", None, 2_000), (None, b"7", 2_001)])
+    b = StreamsBuilder()
+    (
+        b.stream(src, key_serde=S, value_serde=S)
+        .map_values(F.col("value").cast(cast))
+        .group_by_key(key_serde=S, value_serde=serde)
+        .reduce(reducer, name="reduced")
+        .to_stream()
+        .to(out, key_serde=S, value_serde=serde)
+    )
+    config = app_config()
+    plan, stored = _plan_and_store(b.build(), config, "reduced")
+    assert "MapInArrow" not in plan and "TransformWithState" not in plan, plan
+    assert "PythonUDF" not in plan, plan
+    want: dict[str, int] = {}
+    for k, v, _ in rows:
+        key = k.decode()
+        want[key] = int(v) if key not in want else fold(want[key], int(v))
+    assert stored == sorted(want.items())
+    changelog = _records_by_partition(bs, f"{config['application.id']}-reduced-changelog")
+    final = {}
+    for partition, records in changelog.items():
+        for key, value, _ in records:
+            assert partition == default_partition(key, 2), (key, partition)
+            final[key.decode()] = serde.deserialize(value)
+    assert final == want
+    outputs = {k.decode(): serde.deserialize(v) for k, v, _ in read_topic(bs, out)}
+    assert outputs == want

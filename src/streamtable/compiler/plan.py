@@ -17,7 +17,11 @@ from pyspark.sql import functions as F
 
 from streamtable.compiler.codecs import Codec, PresenceCodec
 from streamtable.compiler.frame import CompileContext, Frame
-from streamtable.compiler.lower.aggregate import group_key_codec, lower_aggregate
+from streamtable.compiler.lower.aggregate import (
+    group_key_codec,
+    lower_aggregate,
+    native_reduce_codec,
+)
 from streamtable.compiler.lower.file_sink import file_sink_frame
 from streamtable.compiler.lower.join import lower_join
 from streamtable.compiler.lower.merge import lower_merge
@@ -169,14 +173,14 @@ class Lowerer:
         want_value: Codec | None = None,
     ) -> Frame:
         gk = group_key_codec(self.ctx, node)
-        native = (
-            node.aggregation is not None
-            and node.aggregation.native == "count"
-            and not self.ctx.append_only
-        )
+        native = None
+        if node.aggregation is not None and not self.ctx.append_only:
+            native = node.aggregation.native
         values: Codec | None = None
-        if native and node.windows is None:
+        if native == "count" and node.windows is None:
             values = PresenceCodec()  # Spark's count only looks at whether a value is null
+        elif native is not None and node.windows is None:
+            values = native_reduce_codec(node)  # bytes Spark decodes itself
         elif node.late_records_topic is not None:
             values = late_value_codec(self.ctx, node)  # late records keep their serde bytes
         parent = convert(

@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING, Any
 from streamtable.dsl._callables import check_callable
 from streamtable.dsl.ktable import KTable
 from streamtable.dsl.materialized import Materialized, materialized_of
+from streamtable.dsl.reducers import Reducer
 from streamtable.dsl.user_windows import Windows
 from streamtable.dsl.windows import SessionWindows, SlidingWindows, TimeWindows, to_millis
 from streamtable.errors import TopologyError
 from streamtable.topology.nodes import (
+    NATIVE_VALUE_SERDES,
     AggregateNode,
     Aggregation,
     RepartitionNode,
@@ -120,7 +122,9 @@ class _Aggregations:
 
         The first value of a key is its initial aggregate. Null keys and values are skipped.
         Session windows merge two sessions' reductions with ``reducer`` too.
-        ``retention``: see :meth:`aggregate`.
+        ``retention``: see :meth:`aggregate`. A built-in reducer (:class:`Reducers`'s ``sum``,
+        ``min``, ``max``) over ``Serdes.long()`` or ``Serdes.integer()`` values (the grouping's
+        ``value_serde``) runs unwindowed as Spark's own aggregation, with no Python worker.
 
         Examples
         --------
@@ -130,7 +134,12 @@ class _Aggregations:
         KTable(KSTREAM-REDUCE-...)
         """
         check_callable(reducer, f"{self._kind}.reduce", "aggregate, value", 2)
-        agg = Aggregation(_reduce_init, _ReduceAggregator(reducer), merger=_ReduceMerger(reducer))
+        agg = Aggregation(
+            _reduce_init,
+            _ReduceAggregator(reducer),
+            native=self._native_reducer(reducer),
+            merger=_ReduceMerger(reducer),
+        )
         return self._aggregate(agg, name, "REDUCE", retention)
 
     def aggregate(
@@ -197,6 +206,20 @@ class _Aggregations:
             )
         agg = Aggregation(initializer, aggregator, merger=merger)
         return self._aggregate(agg, name, "AGGREGATE", retention)
+
+    def _native_reducer(self, reducer: Callable[[Any, Any], Any]) -> str | None:
+        """The Spark aggregate a built-in reducer lowers to here, if any: unwindowed, over
+        values whose serde Spark reads itself (:mod:`streamtable.dsl.reducers`).
+        """
+        serde = self._value_serde
+        if (
+            isinstance(reducer, Reducer)
+            and self._windows is None
+            and serde is not None
+            and serde.kind in NATIVE_VALUE_SERDES
+        ):
+            return reducer.name
+        return None
 
     def _retention_ms(self, retention: timedelta | int | None) -> int | None:
         if retention is None:

@@ -263,14 +263,20 @@ def default_retention_ms(windows: WindowSpec) -> int:
     return windows.size_ms + windows.grace_ms
 
 
+#: The serde kinds (``Serde.kind``) of the values a built-in reducer folds in Spark itself
+#: (:mod:`streamtable.dsl.reducers`): their bytes are read by Spark expressions.
+NATIVE_VALUE_SERDES = ("long", "integer")
+
+
 @dataclass(frozen=True)
 class Aggregation:
     """A fold over the values of one key: ``agg = aggregator(key, value, agg)``.
 
     ``initializer()`` gives the starting aggregate. ``native`` names a built-in Spark
-    aggregation that yields the same result (``"count"``), used by the compiler instead of
-    calling Python per record. ``skip_null_values`` follows ``KStreamAggregate``: records with
-    a null key or a null value are skipped.
+    aggregation that yields the same result (``"count"``; ``"sum"``, ``"min"``, ``"max"`` for
+    a built-in reducer over values Spark reads, see :mod:`streamtable.dsl.reducers`), used by
+    the compiler instead of calling Python per record. ``skip_null_values`` follows
+    ``KStreamAggregate``: records with a null key or a null value are skipped.
     """
 
     initializer: Callable[[], Any]

@@ -1,6 +1,7 @@
 """Lowering of an unwindowed ``AggregateNode`` (windowed ones: :mod:`.windowed`).
 
-Spark's own aggregation for ``count``; otherwise a ``transformWithState`` processor running the
+Spark's own aggregation for ``count`` and for built-in reducers over values Spark reads
+(:mod:`streamtable.dsl.reducers`); otherwise a ``transformWithState`` processor running the
 user's fold (see ``aggregate_processor``), fed with packed records (see ``pack_stage``).
 """
 
@@ -10,15 +11,24 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
 from streamtable.compiler.aggregate_processor import OUTPUT_DDL, AggregateProcessor, AggregateSpec
 from streamtable.compiler.changelog import logged
-from streamtable.compiler.codecs import Codec, LongColumnCodec, PickleCodec, result_codec
+from streamtable.compiler.codecs import (
+    Codec,
+    LongColumnCodec,
+    PickleCodec,
+    SerdeCodec,
+    result_codec,
+)
 from streamtable.compiler.frame import CompileContext, Frame
+from streamtable.compiler.lower.column_ops import decode_column, encode_column
 from streamtable.compiler.metrics import count_and_drop
 from streamtable.compiler.pack_stage import PackStage
 from streamtable.compiler.paged.stores import KeyValueEntries
-from streamtable.topology.nodes import AggregateNode
+from streamtable.serde.builtin import IntegerSerde
+from streamtable.topology.nodes import NATIVE_VALUE_SERDES, AggregateNode
 
 
 def group_key_codec(ctx: CompileContext, node: AggregateNode) -> Codec:
@@ -34,7 +44,8 @@ def lower_aggregate(
     """Aggregate ``parent`` (already keyed by :func:`group_key_codec`) per key.
 
     Output: a changelog frame — one row per updated key per micro-batch — keyed by the group
-    key, with the aggregate as value: a native count's ``bigint``; for a Python fold the
+    key, with the aggregate as value: a native count's or Long reduction's ``bigint`` (an
+    Integer reduction's serde bytes); for a Python fold the
     encoding ``want_value`` names when it is a serde's (a sink's wish) and
     :func:`_output_codec` allows it, else pickled.
 
@@ -56,16 +67,8 @@ def lower_aggregate(
     if null_checks:
         df = count_and_drop(ctx, df, null_checks)
 
-    if agg.native == "count" and not ctx.append_only:
-        ctx.uses_native_state = True
-        out = _changelog_columns(
-            df.groupBy("key").agg(F.count(F.lit(1)).alias("value"), F.max("ts").alias("ts"))
-        )
-        ctx.stateful_operator()
-        ctx.register_store(
-            node.store_name, "key_value", parent.key_codec, native_count_entries, state_var=None
-        )
-        return _logged(ctx, node, Frame(out, parent.key_codec, LongColumnCodec(), stateful=True))
+    if agg.native is not None and not ctx.append_only:
+        return _lower_native(ctx, node, parent.with_(df=df), agg.native)
 
     ctx.uses_tws = True
     out_codec = _output_codec(ctx, node, want_value)
@@ -82,6 +85,50 @@ def lower_aggregate(
     ctx.register_store(node.store_name, "key_value", parent.key_codec, KeyValueEntries())
     out = _changelog_columns(out)
     return _logged(ctx, node, Frame(out, parent.key_codec, out_codec, stateful=True))
+
+
+#: Spark's aggregate function for each built-in reducer (:mod:`streamtable.dsl.reducers`)
+_REDUCERS = {"sum": F.sum, "min": F.min, "max": F.max}
+
+
+def native_reduce_codec(node: AggregateNode) -> Codec:
+    """The encoding a built-in reducer's input values arrive in: the grouping's value serde,
+    one whose bytes Spark decodes itself (the DSL lowers a reducer natively only then).
+    """
+    assert node.value_serde is not None and node.value_serde.kind in NATIVE_VALUE_SERDES
+    return SerdeCodec(node.value_serde)
+
+
+def _lower_native(ctx: CompileContext, node: AggregateNode, parent: Frame, native: str) -> Frame:
+    """``count`` or a built-in reducer as Spark's own streaming aggregation (state in Spark's
+    state store provider, update mode): one row per updated key per micro-batch, its
+    timestamp the largest of the key's records so far, as for a Python fold.
+    """
+    ctx.uses_native_state = True
+    codec: Codec = LongColumnCodec()
+    entries = native_count_entries
+    if native == "count":
+        value = F.count(F.lit(1))
+    else:
+        typed = decode_column(parent.value_codec, F.col("value"))
+        assert typed is not None, f"{node.name}: {parent.value_codec} is not read natively"
+        value = _REDUCERS[native](typed)
+        entries = native_reduce_entries
+    out = parent.df.groupBy("key").agg(value.alias("value"), F.max("ts").alias("ts"))
+    value_type = out.schema["value"].dataType
+    if native == "sum" and isinstance(parent.value_codec.serde(), IntegerSerde):
+        # Spark sums ints as a bigint; an Integer sum stays an int (ANSI: out of range fails)
+        out = out.withColumn("value", F.col("value").cast("int"))
+        value_type = T.IntegerType()
+    if not isinstance(value_type, T.LongType):
+        encoded = encode_column(value_type, F.col("value"))
+        assert encoded is not None, value_type
+        out = out.withColumn("value", encoded[0])
+        codec = encoded[1]
+    ctx.stateful_operator()
+    ctx.register_store(node.store_name, "key_value", parent.key_codec, entries, state_var=None)
+    frame = Frame(_changelog_columns(out), parent.key_codec, codec, stateful=True)
+    return _logged(ctx, node, frame)
 
 
 def _output_codec(ctx: CompileContext, node: AggregateNode, want: Codec | None) -> Codec:
@@ -110,6 +157,15 @@ def native_count_entries(rows: list[tuple[Any, Any]]) -> list[tuple[bytes, int]]
     struct ``count``).
     """
     return [(key["key"], value["count"]) for key, value in rows]
+
+
+def native_reduce_entries(rows: list[tuple[Any, Any]]) -> list[tuple[bytes, int]]:
+    """The contents of a built-in reducer's store: ``(key bytes, aggregate)`` from the rows of
+    Spark's ``statestore`` source over the aggregation's state, whose value struct holds the
+    reducer's buffer first (``sum``, ``min`` or ``max``: the aggregate itself), then the
+    timestamp's.
+    """
+    return [(key["key"], value[0]) for key, value in rows]
 
 
 def _changelog_columns(df: DataFrame) -> DataFrame:
