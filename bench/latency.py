@@ -20,6 +20,9 @@ before the load) takes latency = its receive wall time − the value (same clock
 - ``keyed``: a keyed aggregation, Python callables, micro-batches: the parsed value's maximum
   per key (``reduce(max)``, ``twins.latency_max``) — like a keyed count, one state update and
   one output per record, and its output value is still a produce time;
+- ``keyed_columns``: the same keyed topology as a column expression and the built-in
+  ``Reducers.max()`` (``twins.latency_max(columns=True)``), which streamtable runs as Spark's
+  own cast and aggregation (no Python worker);
 - ``kstreams_keyed``: the same in Kafka Streams (``ReferenceApp`` ``latency-max``);
 - ``keyed_count``: a keyed ``count()`` (``twins.latency_count``), which streamtable runs as
   Spark's own aggregation (no Python worker);
@@ -73,6 +76,7 @@ MODES = (
     "real_time",
     "kstreams",
     "keyed",
+    "keyed_columns",
     "kstreams_keyed",
     "keyed_count",
     "kstreams_keyed_count",
@@ -80,7 +84,13 @@ MODES = (
 #: Keys of the keyed modes, taken round-robin (see the module doc).
 KEYED_KEYS = 10_000
 #: The modes that run the keyed topology.
-KEYED_MODES = ("keyed", "kstreams_keyed", "keyed_count", "kstreams_keyed_count")
+KEYED_MODES = (
+    "keyed",
+    "keyed_columns",
+    "kstreams_keyed",
+    "keyed_count",
+    "kstreams_keyed_count",
+)
 #: The modes whose latency comes from the producer's log (see the module doc).
 COUNT_MODES = ("keyed_count", "kstreams_keyed_count")
 #: The Kafka Streams modes and the ``ReferenceApp`` topology each runs.
@@ -139,8 +149,8 @@ def run_mode(args: argparse.Namespace, bs: str, tmp: Path, mode: str) -> dict[st
             )
             queries: list[Any] = []
         else:
-            if mode == "keyed":
-                topology = latency_max(source, sink)
+            if mode in ("keyed", "keyed_columns"):
+                topology = latency_max(source, sink, columns=mode == "keyed_columns")
             elif mode == "keyed_count":
                 topology = latency_count(source, sink)
             else:

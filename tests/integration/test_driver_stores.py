@@ -45,6 +45,37 @@ def test_reduce_store_get_all_range_in_key_byte_order(spark):
             driver.get_window_store("Joined")
 
 
+def test_built_in_reducer_stores_read_from_sparks_aggregation_state(spark):
+    """Built-in reducers over Long and Integer values keep their state in Spark's own
+    aggregation; the driver's stores read each key's aggregate from it (not the timestamp's
+    buffer beside it), negative values included, and the outputs agree.
+    """
+    from streamtable import Reducers
+
+    integer = Serdes.integer()
+    b = StreamsBuilder()
+    stream = b.stream("in", key_serde=S, value_serde=L)
+    stream.group_by_key(key_serde=S, value_serde=L).reduce(
+        Reducers.max(), name="Max"
+    ).to_stream().to("max", key_serde=S, value_serde=L)
+    stream.map_values(lambda v: None if v is None else v * 2).group_by_key(
+        key_serde=S, value_serde=integer
+    ).reduce(Reducers.sum(), name="Sum").to_stream().to("sum", key_serde=S, value_serde=integer)
+    with TopologyTestDriver(b.build()) as driver:
+        inp = driver.create_input_topic("in", S, L)
+        inp.pipe_key_value_list([("a", -7), ("b", 3), ("a", -2), ("b", None), ("a", -9)])
+        assert driver.get_key_value_store("Max").all() == [("a", -2), ("b", 3)]
+        assert driver.get_key_value_store("Sum").all() == [("a", -36), ("b", 6)]
+        assert driver.create_output_topic("max", S, L).read_key_values_to_map() == {
+            "a": -2,
+            "b": 3,
+        }
+        assert driver.create_output_topic("sum", S, integer).read_key_values_to_map() == {
+            "a": -36,
+            "b": 6,
+        }
+
+
 def test_table_aggregation_and_source_table_stores_after_regrouping(spark):
     b = StreamsBuilder()
     (

@@ -341,8 +341,9 @@ def test_a_built_in_reducer_runs_as_sparks_aggregation_with_the_python_folds_res
 ):
     """A built-in reducer over values Spark reads (a column expression's cast to the grouping's
     Long or Integer serde) runs with no Python stage at all; the store, its changelog (Kafka
-    Streams' format: the serde's bytes in the key's murmur2 partition) and the output hold
-    what the Python fold gives; null keys and values are skipped.
+    Streams' format: the serde's bytes in the key's murmur2 partition, each key's last update
+    with the key's latest record timestamp under exactly-once) and the output hold what the
+    Python fold gives, negative aggregates included; null keys and values are skipped.
     """
     from streamtable import functions as F
     from streamtable.serde.murmur2 import default_partition
@@ -351,6 +352,7 @@ def test_a_built_in_reducer_runs_as_sparks_aggregation_with_the_python_folds_res
     src, out = topic_name("in"), topic_name("out")
     ensure_topics(bs, {src: 2, out: 1})
     rows = [(f"k{i % 4}".encode(), str((i * 37) % 101 - 50).encode(), 1_000 + i) for i in range(60)]
+    rows += [(b"neg", str(-3 - i % 5).encode(), 1_100 + i) for i in range(7)]
     produce_records(bs, src, [*rows, (b"k0", None, 2_000), (None, b"7", 2_001)])
     b = StreamsBuilder()
     (
@@ -361,21 +363,26 @@ def test_a_built_in_reducer_runs_as_sparks_aggregation_with_the_python_folds_res
         .to_stream()
         .to(out, key_serde=S, value_serde=serde)
     )
-    config = app_config()
+    config = app_config(**{"processing.guarantee": "exactly_once_v2"})
     plan, stored = _plan_and_store(b.build(), config, "reduced")
     assert "MapInArrow" not in plan and "TransformWithState" not in plan, plan
     assert "PythonUDF" not in plan, plan
     want: dict[str, int] = {}
-    for k, v, _ in rows:
+    latest_ts: dict[str, int] = {}
+    for k, v, ts in rows:
         key = k.decode()
         want[key] = int(v) if key not in want else fold(want[key], int(v))
+        latest_ts[key] = max(latest_ts.get(key, 0), ts)
+    assert want["neg"] < 0
     assert stored == sorted(want.items())
     changelog = _records_by_partition(bs, f"{config['application.id']}-reduced-changelog")
-    final = {}
+    final, last_ts = {}, {}
     for partition, records in changelog.items():
-        for key, value, _ in records:
+        for key, value, ts in records:
             assert partition == default_partition(key, 2), (key, partition)
             final[key.decode()] = serde.deserialize(value)
+            last_ts[key.decode()] = ts
     assert final == want
+    assert last_ts == latest_ts
     outputs = {k.decode(): serde.deserialize(v) for k, v, _ in read_topic(bs, out)}
     assert outputs == want

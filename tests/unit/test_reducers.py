@@ -74,16 +74,21 @@ def test_a_reduce_spark_cannot_run_natively_keeps_the_python_fold(serde, reducer
 
 
 def test_switching_a_python_reduce_to_a_built_in_one_changes_the_checkpoint_fingerprint():
-    """Spark's aggregation state and a Python fold's are not interchangeable: a restart from
-    the other one's checkpoint is refused as an incompatible topology change.
+    """Spark's aggregation state and a Python fold's are not interchangeable, nor Spark's
+    ``bigint`` and ``int`` states: a restart from the other one's checkpoint is refused as an
+    incompatible topology change.
     """
 
-    def topology(reducer):
+    def topology(reducer, serde=Serdes.long()):  # noqa: B008 (a constant)
         b = StreamsBuilder()
-        b.stream("in").group_by_key(value_serde=Serdes.long()).reduce(
+        b.stream("in").group_by_key(value_serde=serde).reduce(
             reducer, name="latest"
         ).to_stream().to("out")
         return b.build()
 
     assert topology(max).fingerprint() != topology(Reducers.max()).fingerprint()
     assert topology(Reducers.max()).fingerprint() == topology(Reducers.max()).fingerprint()
+    assert (
+        topology(Reducers.max()).fingerprint()
+        != topology(Reducers.max(), Serdes.integer()).fingerprint()
+    )

@@ -16,9 +16,9 @@ each task's changelog records are one Kafka transaction per micro-batch
 (:mod:`streamtable.runtime.task_output`); ``read_committed`` readers see each batch whole or
 not at all.
 
-When the rows are already the changelog's bytes (a native count, or values in the store's
-serde) and go straight to a Kafka sink, the sink writes the changelog rows itself and the stage
-is left out (:class:`streamtable.compiler.frame.FusedChangelog`).
+When the rows are already the changelog's bytes (a native count or Long reduction, or values
+in the store's serde) and go straight to a Kafka sink, the sink writes the changelog rows itself
+and the stage is left out (:class:`streamtable.compiler.frame.FusedChangelog`).
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ class ChangelogWriter:
     def encode(self, values: list[object]) -> list[bytes | None]:
         """The changelog bytes of a column of values (``None`` stays a tombstone)."""
         codec = self.value_codec
-        if codec.native_long:
+        if codec.native_long and self.value_serde.kind == "long":
             return [_long_bytes(v) for v in values]  # type: ignore[arg-type]
         if isinstance(codec, SerdeCodec) and codec.serde() == self.value_serde:
             return values  # type: ignore[return-value]
@@ -280,10 +280,13 @@ def _with_changelog(
 
 def _bytes_as_they_are(codec: Codec, value_serde: Serde) -> bool:
     """Whether the changelog's values are the ``value`` column as Spark can write it:
-    a native count (Kafka's ``Long``, as :meth:`ChangelogWriter.encode` writes it) or bytes
-    already in the store's value serde.
+    a native ``bigint`` (a count or a Long reduction) going to a store whose serde is Kafka's
+    ``Long`` (as :meth:`ChangelogWriter.encode` writes it), or bytes already in the store's
+    value serde.
     """
-    return codec.native_long or (isinstance(codec, SerdeCodec) and codec.serde() == value_serde)
+    if codec.native_long:
+        return value_serde.kind == "long"
+    return isinstance(codec, SerdeCodec) and codec.serde() == value_serde
 
 
 def register_changelog(

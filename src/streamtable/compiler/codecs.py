@@ -83,7 +83,9 @@ def result_codec(want: Codec | None) -> Codec:
 
 @dataclass(frozen=True)
 class LongColumnCodec(Codec):
-    """A native ``bigint`` column holding Python ints (e.g. Spark's ``count``)."""
+    """A native ``bigint`` column holding Python ints (Spark's ``count``; a Long reduction's
+    ``sum``, ``min`` or ``max``).
+    """
 
     native_long = True
 

@@ -124,7 +124,7 @@ class _Aggregations:
         Session windows merge two sessions' reductions with ``reducer`` too.
         ``retention``: see :meth:`aggregate`. A built-in reducer (:class:`Reducers`'s ``sum``,
         ``min``, ``max``) over ``Serdes.long()`` or ``Serdes.integer()`` values (the grouping's
-        ``value_serde``) runs unwindowed as Spark's own aggregation, with no Python worker.
+        ``value_serde``) runs unwindowed as Spark's own aggregation, with no Python fold.
 
         Examples
         --------

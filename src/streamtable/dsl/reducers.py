@@ -4,9 +4,9 @@ A :class:`Reducer` is a ``reducer(aggregate, value)`` like any Python callable g
 ``KGroupedStream.reduce``, and gives the same results wherever it runs. What it adds is that
 the compiler knows what it computes: an unwindowed ``reduce`` with one, over values whose serde
 Spark reads itself (``Serdes.long()`` or ``Serdes.integer()``, given to ``group_by_key`` or
-``group_by``), runs as Spark's own aggregation and state, with no Python worker and no state
-round trip per record — as ``count()`` does. Elsewhere (windows, other serdes) the reducer runs
-in Python, with the same results.
+``group_by``), runs as Spark's own aggregation and state — as ``count()`` does — with no Python
+fold and no state round trip per record. Elsewhere (windows, other serdes) the reducer runs in
+Python, with the same results.
 
 Pure Python: the reducers are called in Spark's Python workers when they run in Python.
 """
@@ -29,6 +29,11 @@ class Reducer:
     ----------
     name : {"sum", "min", "max"}
         The Spark aggregate function it lowers to.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is none of those.
     """
 
     _FOLDS: ClassVar[dict[str, Any]] = {
@@ -70,10 +75,17 @@ class Reducers:
 
     Unwindowed, over values whose serde is ``Serdes.long()`` or ``Serdes.integer()`` (given to
     ``group_by_key``/``group_by``), the reduction runs as Spark's own aggregation: no Python
-    worker, no per-record state round trip. There a sum beyond the serde's range stops the
-    query with Spark's ``ARITHMETIC_OVERFLOW`` error (Kafka Streams' Java ``+`` wraps around
-    silently; a Python reducer's result fails to serialize). Otherwise the reducer runs in
-    Python with the same results.
+    fold, no per-record state round trip. Values that come from a column expression
+    (:mod:`streamtable.functions`) reach it without any Python worker; values read from a Long
+    or Integer topic still pass a Python stage that validates their bytes (the deserialization
+    handler's), as for any operator. Otherwise the reducer runs in Python with the same results.
+
+    Sums out of range: natively, under Spark's ANSI mode (Spark 4's default), a Long sum whose
+    running total leaves the 64-bit range stops the query with ``ARITHMETIC_OVERFLOW`` — even
+    one that would come back into range, as partial sums depend on how Spark splits the
+    micro-batch — and an Integer sum out of the 32-bit range with ``CAST_OVERFLOW``. Kafka
+    Streams' Java ``+`` wraps around silently; a Python fold's result beyond the serde's range
+    fails to serialize.
 
     Examples
     --------
@@ -88,15 +100,33 @@ class Reducers:
 
     @staticmethod
     def sum() -> Reducer:
-        """The sum of a key's values (``aggregate + value``)."""
+        """The sum of a key's values (``aggregate + value``).
+
+        Returns
+        -------
+        Reducer
+            ``reducer(aggregate, value)``, for ``KGroupedStream.reduce``.
+        """
         return Reducer("sum")
 
     @staticmethod
     def min() -> Reducer:
-        """The smallest of a key's values (Python's ``min``; Spark's ``min`` natively)."""
+        """The smallest of a key's values (Python's ``min``; Spark's ``min`` natively).
+
+        Returns
+        -------
+        Reducer
+            ``reducer(aggregate, value)``, for ``KGroupedStream.reduce``.
+        """
         return Reducer("min")
 
     @staticmethod
     def max() -> Reducer:
-        """The largest of a key's values (Python's ``max``; Spark's ``max`` natively)."""
+        """The largest of a key's values (Python's ``max``; Spark's ``max`` natively).
+
+        Returns
+        -------
+        Reducer
+            ``reducer(aggregate, value)``, for ``KGroupedStream.reduce``.
+        """
         return Reducer("max")

@@ -869,7 +869,7 @@ def latency_echo(input: str, output: str, *, columns: bool = False) -> Topology:
     return b.build()
 
 
-def latency_max(input: str, output: str) -> Topology:  # noqa: A002 - the Java param
+def latency_max(input: str, output: str, *, columns: bool = False) -> Topology:  # noqa: A002
     """``latency-max`` (``bench/latency.py``'s keyed topology): the String value parsed into a
     Long, the maximum per key (``reduce(max)``, store ``latest``), written as an 8-byte long.
 
@@ -877,22 +877,31 @@ def latency_max(input: str, output: str) -> Topology:  # noqa: A002 - the Java p
     count; its output value is the largest produce time of the key, so a latency can be read
     off each output record.
 
+    With ``columns=True`` the parse is a column expression and the reducer the built-in
+    ``Reducers.max()``: Spark's own cast and aggregation, no Python worker; same output for
+    decimal values.
+
     Parameters
     ----------
     input, output : str
         The source topic (String key, String decimal value) and the output topic (String key,
         Long value).
+    columns : bool, default False
+        A column expression and a built-in reducer instead of Python callables.
 
     Returns
     -------
     Topology
     """
+    from streamtable import Reducers
+    from streamtable import functions as F
+
     b = StreamsBuilder()
+    stream = b.stream(input, key_serde=_S, value_serde=_S)
+    parsed = stream.map_values(F.col("value").cast("bigint") if columns else int)
     (
-        b.stream(input, key_serde=_S, value_serde=_S)
-        .map_values(int)
-        .group_by_key(key_serde=_S, value_serde=Serdes.long())
-        .reduce(max, name="latest")
+        parsed.group_by_key(key_serde=_S, value_serde=Serdes.long())
+        .reduce(Reducers.max() if columns else max, name="latest")
         .to_stream()
         .to(output, key_serde=_S, value_serde=Serdes.long())
     )

@@ -113,7 +113,7 @@ class Topology(HandBuiltTopology):
                 stateful.append(
                     {
                         "store": n.store_name,
-                        "kind": n.aggregation.native or "python" if n.aggregation else None,
+                        "kind": _aggregation_kind(n),
                         "windows": None if w is None else {type(w).__name__: _window_fields(w)},
                     }
                 )
@@ -147,3 +147,18 @@ def _window_fields(windows: object) -> dict[str, object]:
     if isinstance(windows, CustomWindowSpec):
         return windows.fingerprint()
     return asdict(windows)  # type: ignore[call-overload]
+
+
+def _aggregation_kind(node: AggregateNode) -> str | None:
+    """How an aggregation's state is kept: ``"python"`` (a fold), ``"count"``, or a built-in
+    reducer with its values' serde (``"max/long"``: Spark keeps a ``bigint``, ``"max/integer"``
+    an ``int``, so a change of serde changes the state's form).
+    """
+    agg = node.aggregation
+    if agg is None:
+        return None
+    if agg.native is None:
+        return "python"
+    if agg.native == "count" or node.value_serde is None:
+        return agg.native
+    return f"{agg.native}/{node.value_serde.kind}"

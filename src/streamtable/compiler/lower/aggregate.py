@@ -27,7 +27,6 @@ from streamtable.compiler.lower.column_ops import decode_column, encode_column
 from streamtable.compiler.metrics import count_and_drop
 from streamtable.compiler.pack_stage import PackStage
 from streamtable.compiler.paged.stores import KeyValueEntries
-from streamtable.serde.builtin import IntegerSerde
 from streamtable.topology.nodes import NATIVE_VALUE_SERDES, AggregateNode
 
 
@@ -116,8 +115,9 @@ def _lower_native(ctx: CompileContext, node: AggregateNode, parent: Frame, nativ
         entries = native_reduce_entries
     out = parent.df.groupBy("key").agg(value.alias("value"), F.max("ts").alias("ts"))
     value_type = out.schema["value"].dataType
-    if native == "sum" and isinstance(parent.value_codec.serde(), IntegerSerde):
-        # Spark sums ints as a bigint; an Integer sum stays an int (ANSI: out of range fails)
+    serde = parent.value_codec.serde()
+    if native == "sum" and serde is not None and serde.kind == "integer":
+        # Spark sums ints as a bigint; an Integer sum stays an int (ANSI: CAST_OVERFLOW)
         out = out.withColumn("value", F.col("value").cast("int"))
         value_type = T.IntegerType()
     if not isinstance(value_type, T.LongType):

@@ -108,6 +108,8 @@ def sink_frame(
 
 
 def native_long_ok(frame: Frame, value: Codec) -> bool:
-    """A native count can be written as Kafka's Long without Python."""
+    """A native ``bigint`` (a count or a Long reduction) can be written as Kafka's Long without
+    Python.
+    """
     serde = value.serde()
     return frame.value_codec.native_long and serde is not None and serde.kind == "long"

@@ -19,7 +19,7 @@ def lower_suppress(ctx: CompileContext, node: SuppressNode, parent: Frame) -> Fr
     time has passed the first held update's timestamp + the time limit.
     """
     assert node.suppress is not None
-    if parent.value_codec.native_long:  # Spark's count: a bigint column, the buffer holds bytes
+    if parent.value_codec.native_long:  # a native bigint column; the buffer holds bytes
         parent = convert(ctx, parent, None, PickleCodec())
     kernel = TimeLimitSuppressKernel(node.name, node.suppress)
     out = run_paged(ctx, [parent], kernel, single_stream_time=True)

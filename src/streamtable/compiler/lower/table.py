@@ -124,7 +124,7 @@ def lower_table_changes(lowerer: Lowerer, name: str) -> Frame:
     if isinstance(node, TableAggregateNode):
         return _table_aggregate_changes(lowerer, node)
     upserts = lowerer.lower(name)
-    if upserts.value_codec.native_long:  # a native count: values as bytes for the state
+    if upserts.value_codec.native_long:  # a native count or Long reduction: bytes for the state
         upserts = convert(ctx, upserts, None, PickleCodec())
     return _materialized(ctx, validated(ctx, upserts))
 
