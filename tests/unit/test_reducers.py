@@ -92,3 +92,20 @@ def test_switching_a_python_reduce_to_a_built_in_one_changes_the_checkpoint_fing
         topology(Reducers.max()).fingerprint()
         != topology(Reducers.max(), Serdes.integer()).fingerprint()
     )
+
+
+@pytest.mark.parametrize(
+    ("store_serde", "want"),
+    [(Serdes.long(), [b"\xff" * 8, None]), (Serdes.integer(), [b"\xff" * 4, None])],
+)
+def test_a_native_bigint_goes_to_its_changelog_in_the_stores_value_serde(store_serde, want):
+    """A count's or Long reduction's ``bigint`` is written as Kafka's Long only when the store's
+    serde is Long; a store materialized with another serde gets that serde's bytes, as a
+    Python fold's changelog does (and the sink then cannot write the changelog as it is).
+    """
+    from streamtable.compiler.changelog import ChangelogWriter, _bytes_as_they_are
+    from streamtable.compiler.codecs import LongColumnCodec
+
+    writer = ChangelogWriter("t-store-changelog", LongColumnCodec(), store_serde, spec=None)
+    assert writer.encode([-1, None]) == want
+    assert _bytes_as_they_are(LongColumnCodec(), store_serde) == (store_serde.kind == "long")
