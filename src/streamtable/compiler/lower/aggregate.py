@@ -44,9 +44,8 @@ def lower_aggregate(
 
     Output: a changelog frame — one row per updated key per micro-batch — keyed by the group
     key, with the aggregate as value: a native count's or Long reduction's ``bigint`` (an
-    Integer reduction's serde bytes); for a Python fold the
-    encoding ``want_value`` names when it is a serde's (a sink's wish) and
-    :func:`_output_codec` allows it, else pickled.
+    Integer reduction's serde bytes); for a Python fold the encoding ``want_value`` names when
+    it is a serde's (a sink's wish) and :func:`_output_codec` allows it, else pickled.
 
     ``parent`` never comes from another stateful operator of the same query: the compiler
     cuts such a chain into sub-topologies first (:mod:`streamtable.compiler.subtopologies`).
