@@ -51,6 +51,7 @@ def test_built_in_reducer_stores_read_from_sparks_aggregation_state(spark):
     buffer beside it), negative values included, and the outputs agree.
     """
     from streamtable import Reducers
+    from streamtable.topology.nodes import AggregateNode
 
     integer = Serdes.integer()
     b = StreamsBuilder()
@@ -61,7 +62,14 @@ def test_built_in_reducer_stores_read_from_sparks_aggregation_state(spark):
     stream.map_values(lambda v: None if v is None else v * 2).group_by_key(
         key_serde=S, value_serde=integer
     ).reduce(Reducers.sum(), name="Sum").to_stream().to("sum", key_serde=S, value_serde=integer)
-    with TopologyTestDriver(b.build()) as driver:
+    topology = b.build()
+    natives = {
+        n.store_name: n.aggregation.native
+        for n in topology._graph.nodes
+        if isinstance(n, AggregateNode) and n.aggregation is not None
+    }
+    assert natives == {"Max": "max", "Sum": "sum"}  # Spark's aggregation, not a Python fold
+    with TopologyTestDriver(topology) as driver:
         inp = driver.create_input_topic("in", S, L)
         inp.pipe_key_value_list([("a", -7), ("b", 3), ("a", -2), ("b", None), ("a", -9)])
         assert driver.get_key_value_store("Max").all() == [("a", -2), ("b", 3)]

@@ -109,3 +109,16 @@ def test_a_native_bigint_goes_to_its_changelog_in_the_stores_value_serde(store_s
     writer = ChangelogWriter("t-store-changelog", LongColumnCodec(), store_serde, spec=None)
     assert writer.encode([-1, None]) == want
     assert _bytes_as_they_are(LongColumnCodec(), store_serde) == (store_serde.kind == "long")
+
+
+def test_the_fingerprint_names_each_aggregations_state_form_and_keeps_counts_and_folds_as_before():
+    """Checkpoints of ``count()`` and Python folds written before built-in reducers existed
+    keep their fingerprint: their kinds stay ``"count"`` and ``"python"``.
+    """
+    b = StreamsBuilder()
+    grouped = b.stream("in").group_by_key(value_serde=Serdes.integer())
+    grouped.count(name="c").to_stream().to("c-out")
+    grouped.reduce(max, name="p").to_stream().to("p-out")
+    grouped.reduce(Reducers.sum(), name="s").to_stream().to("s-out")
+    kinds = {e["store"]: e["kind"] for e in b.build().fingerprint()["stateful"]}
+    assert kinds == {"c": "count", "p": "python", "s": "sum/integer"}

@@ -151,8 +151,10 @@ def _window_fields(windows: object) -> dict[str, object]:
 
 def _aggregation_kind(node: AggregateNode) -> str | None:
     """How an aggregation's state is kept: ``"python"`` (a fold), ``"count"``, or a built-in
-    reducer with its values' serde (``"max/long"``: Spark keeps a ``bigint``, ``"max/integer"``
-    an ``int``, so a change of serde changes the state's form).
+    reducer with its values' serde (``"max/long"``, ``"max/integer"``): a change of serde
+    changes the state's type (Spark keeps an ``int`` for an Integer min or max, a ``bigint``
+    for a Long one) or the changelog's encoding (an Integer sum, kept as a ``bigint``, is
+    logged as 4 bytes).
     """
     agg = node.aggregation
     if agg is None:
