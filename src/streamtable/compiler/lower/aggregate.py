@@ -104,14 +104,12 @@ def _lower_native(ctx: CompileContext, node: AggregateNode, parent: Frame, nativ
     """
     ctx.uses_native_state = True
     codec: Codec = LongColumnCodec()
-    entries = native_count_entries
     if native == "count":
         value = F.count(F.lit(1))
     else:
         typed = decode_column(parent.value_codec, F.col("value"))
         assert typed is not None, f"{node.name}: {parent.value_codec} is not read natively"
         value = _REDUCERS[native](typed)
-        entries = native_reduce_entries
     out = parent.df.groupBy("key").agg(value.alias("value"), F.max("ts").alias("ts"))
     value_type = out.schema["value"].dataType
     serde = parent.value_codec.serde()
@@ -125,7 +123,9 @@ def _lower_native(ctx: CompileContext, node: AggregateNode, parent: Frame, nativ
         out = out.withColumn("value", encoded[0])
         codec = encoded[1]
     ctx.stateful_operator()
-    ctx.register_store(node.store_name, "key_value", parent.key_codec, entries, state_var=None)
+    ctx.register_store(
+        node.store_name, "key_value", parent.key_codec, native_entries, state_var=None
+    )
     frame = Frame(_changelog_columns(out), parent.key_codec, codec, stateful=True)
     return _logged(ctx, node, frame)
 
@@ -150,19 +150,12 @@ def _logged(ctx: CompileContext, node: AggregateNode, frame: Frame) -> Frame:
     return logged(ctx, frame, node.name, node.store_name, node.store_value_serde)
 
 
-def native_count_entries(rows: list[tuple[Any, Any]]) -> list[tuple[bytes, int]]:
-    """The contents of a native ``count`` store: ``(key bytes, count)`` from the rows of
-    Spark's ``statestore`` source over the aggregation's state (key struct ``key``, value
-    struct ``count``).
-    """
-    return [(key["key"], value["count"]) for key, value in rows]
-
-
-def native_reduce_entries(rows: list[tuple[Any, Any]]) -> list[tuple[bytes, int]]:
-    """The contents of a built-in reducer's store: ``(key bytes, aggregate)`` from the rows of
-    Spark's ``statestore`` source over the aggregation's state, whose value struct holds the
-    reducer's buffer first (``sum``, ``min`` or ``max``: the aggregate itself), then the
-    timestamp's.
+def native_entries(rows: list[tuple[Any, Any]]) -> list[tuple[bytes, int]]:
+    """The contents of a native aggregation's store (``count`` or a built-in reducer):
+    ``(key bytes, aggregate)`` from the rows of Spark's ``statestore`` source over the
+    aggregation's state (key struct ``key``), whose value struct holds the aggregate's buffer
+    first (``count``, ``sum``, ``min`` or ``max``: the aggregate itself), then the timestamp's
+    (read by position: a ``max`` reducer's two fields are both named ``max``).
     """
     return [(key["key"], value[0]) for key, value in rows]
 
