@@ -429,3 +429,35 @@ def test_materialized_names_stores_and_sets_their_serdes_retention_and_logging()
     assert isinstance(nodes["per-value"], TableAggregateNode) and nodes["per-value"].queryable
     with pytest.raises(TopologyError, match="takes a store name or a Materialized; got int 3"):
         grouped.count(3)
+
+
+@pytest.mark.parametrize("serde", [Serdes.string(), Serdes.bytes()])
+def test_a_count_store_whose_value_serde_cannot_hold_an_int_is_refused_when_built(serde):
+    """Kafka Streams' count takes a Materialized<K, Long, ...> (Java refuses another value
+    serde at compile time); streamtable refuses it when the topology is built, naming the
+    operator and the serde, for grouped streams, windowed streams and grouped tables.
+    """
+    from streamtable import Materialized
+
+    def store() -> Materialized:
+        return Materialized.as_("counts").with_value_serde(serde)
+
+    b = StreamsBuilder()
+    grouped = b.stream("in").group_by_key()
+    five_s = TimeWindows.of_size_with_no_grace(timedelta(seconds=5))
+    table = b.table("t", key_serde=Serdes.string(), value_serde=Serdes.string())
+    cases = {
+        "KGroupedStream.count": lambda: grouped.count(store()),
+        "TimeWindowedKStream.count": lambda: grouped.windowed_by(five_s).count(store()),
+        "KGroupedTable.count": lambda: table.group_by(lambda k, v: (v, k)).count(store()),
+    }
+    for operation, count in cases.items():
+        with pytest.raises(TopologyError) as refused:
+            count()
+        assert str(refused.value).startswith(
+            f"{operation}: the store's value serde {serde!r} cannot hold a count (an int); "
+        ), refused.value
+        assert "with_value_serde(Serdes.long())" in str(refused.value)
+    # serdes that carry an int there and back are accepted
+    for ok in (Serdes.long(), Serdes.integer(), Serdes.json()):
+        grouped.count(Materialized.as_(f"ok-{ok.kind}").with_value_serde(ok))

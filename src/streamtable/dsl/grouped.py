@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from streamtable.dsl._callables import check_callable
 from streamtable.dsl.ktable import KTable
-from streamtable.dsl.materialized import Materialized, materialized_of
+from streamtable.dsl.materialized import Materialized, check_count_store, materialized_of
 from streamtable.dsl.reducers import Reducer
 from streamtable.dsl.user_windows import Windows
 from streamtable.dsl.windows import SessionWindows, SlidingWindows, TimeWindows, to_millis
@@ -98,6 +98,12 @@ class _Aggregations:
 
         Returns a table whose values are ``int`` counts (unwindowed: computed by Spark's own
         aggregation). ``retention``: see :meth:`aggregate`.
+
+        Raises
+        ------
+        TopologyError
+            If a ``Materialized`` gives a value serde that cannot hold an ``int`` (Kafka
+            Streams' ``count`` takes a ``Materialized<K, Long, ...>``).
 
         Examples
         --------
@@ -249,6 +255,8 @@ class _Aggregations:
         retention: timedelta | int | None,
     ) -> KTable:
         m = materialized_of(name, f"{self._kind}.{label.lower()}")
+        if label == "COUNT":
+            check_count_store(m, f"{self._kind}.count")
         name = m.store_name
         retention_ms = self._retention_ms(retention if retention is not None else m.retention)
         key_serde = self._key_serde or m.key_serde

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from streamtable.dsl._callables import check_callable
 from streamtable.dsl._graph import GraphBuilder
 from streamtable.dsl.ktable import KTable
-from streamtable.dsl.materialized import Materialized, materialized_of
+from streamtable.dsl.materialized import Materialized, check_count_store, materialized_of
 from streamtable.topology.nodes import RepartitionNode, TableAggregateNode
 
 if TYPE_CHECKING:
@@ -55,6 +55,12 @@ class KGroupedTable:
     def count(self, name: str | Materialized | None = None) -> KTable:
         """Rows per group; a group whose rows all left is emitted as ``0``, not deleted.
 
+        Raises
+        ------
+        TopologyError
+            If a ``Materialized`` gives a value serde that cannot hold an ``int`` (Kafka
+            Streams' ``count`` takes a ``Materialized<K, Long, ...>``).
+
         Examples
         --------
         >>> from streamtable import StreamsBuilder, Serdes
@@ -65,6 +71,7 @@ class KGroupedTable:
         """
         from streamtable.serde import Serdes
 
+        check_count_store(materialized_of(name, "KGroupedTable.count"), "KGroupedTable.count")
         return self._add(
             "AGGREGATE",
             name,

@@ -15,7 +15,7 @@ from typing import Any
 
 from streamtable.errors import TopologyError
 
-__all__ = ["Materialized", "materialized_of"]
+__all__ = ["Materialized", "check_count_store", "materialized_of"]
 
 
 @dataclass(frozen=True)
@@ -119,3 +119,33 @@ def materialized_of(name: str | Materialized | None, operation: str) -> Material
     raise TopologyError(
         f"{operation} takes a store name or a Materialized; got {type(name).__name__} {name!r}."
     )
+
+
+def check_count_store(m: Materialized, operation: str) -> None:
+    """Refuse a ``count``'s ``Materialized`` value serde that cannot hold a count.
+
+    Kafka Streams' ``count`` takes a ``Materialized<K, Long, ...>``: Java's types refuse any
+    other value serde at compile time. streamtable checks the same before the app runs: a
+    built-in serde must carry an ``int`` there and back (``Serdes.long()``; ``integer()``,
+    ``double()`` and ``json()`` do too); a custom serde is trusted.
+
+    Raises
+    ------
+    TopologyError
+        If the serde is a built-in one that cannot serialize an ``int``.
+    """
+    from streamtable.errors import SerializationError
+
+    serde = m.value_serde
+    if serde is None or serde.kind == "custom":
+        return
+    try:
+        holds = serde.deserialize(serde.serialize(0)) == 0
+    except (SerializationError, TypeError, ValueError):
+        holds = False
+    if not holds:
+        raise TopologyError(
+            f"{operation}: the store's value serde {serde!r} cannot hold a count (an int); "
+            "Kafka Streams' count takes a Materialized with a Long value serde: use "
+            "with_value_serde(Serdes.long()), or leave the value serde out (Long is the default)."
+        )
