@@ -16,7 +16,7 @@ import threading
 from datetime import timedelta
 from typing import Any
 
-from streamtable import KafkaStreams, Serdes, StreamsBuilder
+from streamtable import KafkaStreams, KStream, Serdes, StreamsBuilder
 from streamtable.topology.topology import Topology
 
 
@@ -36,15 +36,24 @@ def crash_topology(source: str, echo: str, sums: str, files: str | None = None) 
         (``echo/``, ``sums/``) with ``to_files``.
     """
     builder = StreamsBuilder()
-    stream = builder.stream(source, key_serde=Serdes.string(), value_serde=Serdes.long())
-    echoed = stream.map_values(lambda v: v, name="echo")
-    echoed.to(echo, value_serde=Serdes.long())
-    summed = stream.group_by_key().reduce(_add, name="Sums").to_stream()
-    summed.to(sums, key_serde=Serdes.string(), value_serde=Serdes.long())
-    if files:
-        echoed.to_files(f"{files}/echo", value_serde=Serdes.long())
-        summed.to_files(f"{files}/sums", key_serde=Serdes.string(), value_serde=Serdes.long())
+    _echo_and_sums(builder, source, echo, sums, files)
     return builder.build()
+
+
+def _echo_and_sums(
+    builder: StreamsBuilder, source: str, echo: str, sums: str, files: str | None
+) -> KStream:
+    """Add :func:`crash_topology`'s source, echo and sums to ``builder``; return the source."""
+    s, long_ = Serdes.string(), Serdes.long()
+    stream = builder.stream(source, key_serde=s, value_serde=long_)
+    echoed = stream.map_values(lambda v: v, name="echo")
+    echoed.to(echo, value_serde=long_)
+    summed = stream.group_by_key().reduce(_add, name="Sums").to_stream()
+    summed.to(sums, key_serde=s, value_serde=long_)
+    if files:
+        echoed.to_files(f"{files}/echo", value_serde=long_)
+        summed.to_files(f"{files}/sums", key_serde=s, value_serde=long_)
+    return stream
 
 
 def _group_of(value: int, group: str | None) -> tuple[str, int]:
@@ -55,8 +64,11 @@ def _value_of(key: str, group_value: tuple[str, int]) -> tuple[str, int]:
     return group_value
 
 
-def chain_topology(source: str, echo: str, sums: str, groups: str, group_sums: str) -> Topology:
-    """:func:`crash_topology` plus a chain Kafka Streams runs as two sub-topologies.
+def chain_topology(
+    source: str, echo: str, sums: str, groups: str, group_sums: str, files: str | None = None
+) -> Topology:
+    """:func:`crash_topology` (with its optional ``files``) plus a chain Kafka Streams runs as
+    two sub-topologies.
 
     Each input record is left-joined with the table ``groups`` (key -> group name), re-keyed
     by its group (``"none"`` when the table has no row for the key yet) and summed per group
@@ -66,11 +78,7 @@ def chain_topology(source: str, echo: str, sums: str, groups: str, group_sums: s
     """
     builder = StreamsBuilder()
     s, long_ = Serdes.string(), Serdes.long()
-    stream = builder.stream(source, key_serde=s, value_serde=long_)
-    stream.map_values(lambda v: v, name="echo").to(echo, value_serde=long_)
-    stream.group_by_key().reduce(_add, name="Sums").to_stream().to(
-        sums, key_serde=s, value_serde=long_
-    )
+    stream = _echo_and_sums(builder, source, echo, sums, files)
     table = builder.table(groups, key_serde=s, value_serde=s)
     (
         stream.left_join(table, _group_of)
@@ -88,7 +96,12 @@ def main(argv: list[str]) -> int:
     spec: dict[str, Any] = json.loads(argv[0])
     if spec.get("groups"):
         topology = chain_topology(
-            spec["source"], spec["echo"], spec["sums"], spec["groups"], spec["group_sums"]
+            spec["source"],
+            spec["echo"],
+            spec["sums"],
+            spec["groups"],
+            spec["group_sums"],
+            spec.get("files"),
         )
     else:
         topology = crash_topology(spec["source"], spec["echo"], spec["sums"], spec.get("files"))
