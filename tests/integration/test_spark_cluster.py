@@ -284,7 +284,7 @@ def test_worker_killed_mid_run_loses_and_duplicates_nothing(spark_cluster, kafka
 @pytest.mark.skipif(
     not os.environ.get("STREAMTABLE_LONG_TESTS"),
     reason="90-150 s (three brokers; a transaction commit caught by the leader's death waits "
-    "out its 65 s timeout): set STREAMTABLE_LONG_TESTS=1 to run it",
+    "out its 35 s timeout): set STREAMTABLE_LONG_TESTS=1 to run it",
 )
 def test_worker_and_broker_leader_killed_together(spark_cluster, tmp_path):
     """Three brokers (replication 3, min.insync.replicas 2): at the moment a worker dies

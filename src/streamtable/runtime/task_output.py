@@ -821,15 +821,19 @@ class TaskOutput:
         )
         group = self._consumer.consumer_group_metadata()
 
-        # the producer is read from the task output when each call runs: after _Stuck it is
-        # None, so a send_offsets that returns after all fails in its abandoned thread instead
-        # of committing a transaction already reported as not visible and retried
-        def commit() -> None:
+        # each call is waited for its own timeout plus a margin, in a thread of its own: a
+        # send_offsets that blocks past it (the librdkafka bugs) is given up after that, and
+        # if it returns later, nothing in its abandoned thread commits the transaction already
+        # reported as not visible and retried
+        def send_offsets() -> None:
             self._producer.send_offsets_to_transaction([marker], group, timeout_s)
+
+        def commit() -> None:
             self._producer.commit_transaction(timeout_s)
 
         try:
-            _within(commit, 2 * timeout_s + _STUCK_MARGIN_S)
+            _within(send_offsets, timeout_s + _STUCK_MARGIN_S)
+            _within(commit, timeout_s + _STUCK_MARGIN_S)
         except _Stuck as e:
             # the call still blocks a thread: the producer is left to it, never used again;
             # the batch's re-run initializes a new one, which aborts this transaction
