@@ -3,13 +3,10 @@
 
 A process has one Spark session and the test session's is local, so the apps on the cluster
 run as processes of their own (the crash harness's app, :mod:`streamtable.testing._crash_app`).
-The worker-and-broker-leader failure test runs only with ``STREAMTABLE_LONG_TESTS=1`` (it
-alone takes 90-150 s).
 """
 
 from __future__ import annotations
 
-import os
 import re
 import socket
 import struct
@@ -281,11 +278,6 @@ def test_worker_killed_mid_run_loses_and_duplicates_nothing(spark_cluster, kafka
     assert report.sums_errors == [] and report.sums_duplicates == 0, report.to_json()
 
 
-@pytest.mark.skipif(
-    not os.environ.get("STREAMTABLE_LONG_TESTS"),
-    reason="90-150 s (three brokers; a transaction commit caught by the leader's death waits "
-    "out its 35 s timeout): set STREAMTABLE_LONG_TESTS=1 to run it",
-)
 def test_worker_and_broker_leader_killed_together(spark_cluster, tmp_path):
     """Three brokers (replication 3, min.insync.replicas 2): at the moment a worker dies
     mid-task, the leader of the echo topic's partition 0 is SIGKILLed too. The app carries
