@@ -3,8 +3,8 @@
 One Kafka Streams reference app (``ReferenceApp`` topology ``windowed-parity``, real Kafka
 Streams 4.3.1) and its streamtable twin (:func:`streamtable.reference.twins.windowed_parity`)
 read the same seeded input and each write their own output topics: per key and 5 s tumbling
-window (2 s grace), a count and a ``"count:sum:max"`` aggregate, as updates and, once
-streamtable has suppression, as final results (``untilWindowCloses(unbounded())``).
+window (2 s grace), a count and a ``"count:sum:max"`` aggregate, as updates and as
+final results (``suppress(untilWindowCloses(unbounded()))``).
 
 The input has out-of-order timestamps: most records a little behind the running time (within
 the grace), some far behind (their window has closed: both engines must drop them). The keys
@@ -40,7 +40,6 @@ from datetime import timedelta
 
 import pytest
 
-import streamtable
 from _support import ensure_topics, produce_records, read_topic
 from streamtable import KafkaStreams
 from streamtable.reference import twins
@@ -56,12 +55,6 @@ STEP_MS = 50  # running time advances 50 ms per record: 40 s of data, 8 windows
 FLUSH_AFTER_MS = 3_600_000
 KEYS = [f"k{i:02d}" for i in range(12)]
 PARTITION_CASES = (1, 3)
-
-#: Suppression is issue 4's last piece; the suppressed comparisons run once it exists.
-HAS_SUPPRESS = hasattr(streamtable, "Suppressed")
-needs_suppress = pytest.mark.skipif(
-    not HAS_SUPPRESS, reason="streamtable has no Suppressed/KTable.suppress yet"
-)
 
 
 def windowed_input(rng: random.Random, partitions: int) -> tuple[list, int]:
@@ -156,7 +149,7 @@ def runs(kafka_broker, spark, tmp_path_factory):
         pending = {}
         for partitions in PARTITION_CASES:
             t = lambda name, p=partitions: f"wparity-{name}-p{p}-{suffix}"  # noqa: E731
-            outputs = ["count", "aggregate"] + (["count_final", "aggregate_final"] * HAS_SUPPRESS)
+            outputs = ["count", "aggregate", "count_final", "aggregate_final"]
             topics = {
                 engine: {o: t(f"{o.replace('_', '-')}-{engine}") for o in outputs}
                 for engine in ("ks", "st")
@@ -239,7 +232,6 @@ def test_final_table(runs, partitions, agg):
     assert got == want, diff(want, got)
 
 
-@needs_suppress
 @pytest.mark.parametrize("agg", ["count", "aggregate"])
 @pytest.mark.parametrize("partitions", PARTITION_CASES)
 def test_suppressed_final_results(runs, partitions, agg):
