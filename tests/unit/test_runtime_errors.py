@@ -101,6 +101,21 @@ def test_incompatible_restart_names_the_change(tmp_path):
         check_fingerprint(tmp_path, topology("renamed"), "app")
 
 
+def test_a_python_process_that_did_not_connect_back_in_time_restarts_the_query():
+    """Spark gives a Python process it starts 10 s to connect back; on an overloaded machine
+    the query is restarted (another attempt) rather than failing the application, as a query
+    of the cluster test did with both apps and the cluster's JVMs on 2 cores.
+    """
+    from streamtable.runtime.kafka_streams import is_transient
+
+    failed = RuntimeError(
+        "org.apache.spark.SparkException: Python worker failed to connect back.\n"
+        "=== Streaming Query ===\nIdentifier: app-KSTREAM-SINK-0000000016"
+    )
+    assert is_transient(failed)
+    assert not is_transient(RuntimeError("Python worker exited unexpectedly (crashed)"))
+
+
 def test_producer_fatal_errors_re_run_the_batch_fenced_or_not():
     """A fenced producer, and one confluent-kafka reports only as a bare SystemError after a
     fatal error, both make the query restart from its checkpoint (exactly once: the batch's

@@ -34,6 +34,10 @@ _TRANSIENT = (
     "fenced by a newer instance",
     "PRODUCER_FENCED",
     PRODUCER_FATAL,
+    # a Python process Spark started (a planner on the driver, a worker outside the daemon)
+    # did not connect back within the 10 s Spark allows (a constant of its
+    # PythonWorkerFactory): on an overloaded machine the next attempt starts another
+    "Python worker failed to connect back",
 )
 
 #: An exception line of a Python or Java traceback: ``module.Name: message``.
