@@ -438,6 +438,7 @@ def test_a_count_store_whose_value_serde_cannot_hold_an_int_is_refused_when_buil
     operator and the serde, for grouped streams, windowed streams and grouped tables.
     """
     from streamtable import Materialized
+    from streamtable.serde import Serde
 
     def store() -> Materialized:
         return Materialized.as_("counts").with_value_serde(serde)
@@ -446,9 +447,11 @@ def test_a_count_store_whose_value_serde_cannot_hold_an_int_is_refused_when_buil
     grouped = b.stream("in").group_by_key()
     five_s = TimeWindows.of_size_with_no_grace(timedelta(seconds=5))
     table = b.table("t", key_serde=Serdes.string(), value_serde=Serdes.string())
+    sessions = SessionWindows.of_inactivity_gap_with_no_grace(timedelta(seconds=5))
     cases = {
         "KGroupedStream.count": lambda: grouped.count(store()),
         "TimeWindowedKStream.count": lambda: grouped.windowed_by(five_s).count(store()),
+        "SessionWindowedKStream.count": lambda: grouped.windowed_by(sessions).count(store()),
         "KGroupedTable.count": lambda: table.group_by(lambda k, v: (v, k)).count(store()),
     }
     for operation, count in cases.items():
@@ -458,6 +461,17 @@ def test_a_count_store_whose_value_serde_cannot_hold_an_int_is_refused_when_buil
             f"{operation}: the store's value serde {serde!r} cannot hold a count (an int); "
         ), refused.value
         assert "with_value_serde(Serdes.long())" in str(refused.value)
-    # serdes that carry an int there and back are accepted
-    for ok in (Serdes.long(), Serdes.integer(), Serdes.json()):
-        grouped.count(Materialized.as_(f"ok-{ok.kind}").with_value_serde(ok))
+
+    # serdes that carry an int there and back are accepted, as is a serde of the user's class
+    class Counts(Serde):
+        def _serialize(self, obj):
+            return str(obj).encode()
+
+        def _deserialize(self, data):
+            return int(data)
+
+    for ok in (Serdes.long(), Serdes.integer(), Serdes.double(), Serdes.json(), Counts()):
+        grouped.count(Materialized.as_(f"ok-{ok.kind}-{type(ok).__name__}").with_value_serde(ok))
+    # a serde factory not called: named, not an AttributeError
+    with pytest.raises(TopologyError, match=r"value serde must be a Serde \(e\.g\. Serdes"):
+        grouped.count(Materialized.as_("not-a-serde").with_value_serde(Serdes.long))

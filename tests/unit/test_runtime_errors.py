@@ -159,7 +159,7 @@ def test_a_commit_stuck_past_its_timeout_re_runs_the_batch_with_a_new_producer(m
     """librdkafka's send_offsets_to_transaction can block for ever after the group
     coordinator's broker died (librdkafka #5456/#5511): the task gives the producer up and
     fails with a transient error, so the query re-runs the batch (a new producer for the same
-    transactional id fences the stuck one; nothing of its transaction is visible)."""
+    transactional id fences the stuck one: its transaction is aborted)."""
     import dataclasses
     import threading
 
@@ -210,6 +210,11 @@ def test_a_commit_stuck_past_its_timeout_re_runs_the_batch_with_a_new_producer(m
         assert calls == ["send_offsets"]  # neither committed nor aborted from a second thread
     finally:
         release.set()
+    # the abandoned call returns: its thread ends without going on to commit
+    for thread in threading.enumerate():
+        if thread.name == "streamtable-txn-commit":
+            thread.join(10)
+    assert calls == ["send_offsets"]
     assert "task 3 batch 7 timed out (_TIMED_OUT)" in str(stuck.value)
     # given up after the call's own timeout plus the margin, not the pair's two timeouts
     assert "no answer within 0.4 s" in str(stuck.value), stuck.value

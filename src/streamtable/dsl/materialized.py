@@ -127,17 +127,27 @@ def check_count_store(m: Materialized, operation: str) -> None:
     Kafka Streams' ``count`` takes a ``Materialized<K, Long, ...>``: Java's types refuse any
     other value serde at compile time. streamtable checks the same before the app runs: a
     built-in serde must carry an ``int`` there and back (``Serdes.long()``; ``integer()``,
-    ``double()`` and ``json()`` do too); a custom serde is trusted.
+    ``double()`` and ``json()`` do too, though an Integer store fails at run time on a count
+    above 2**31 - 1); a serde of the user's own class is trusted.
 
     Raises
     ------
     TopologyError
-        If the serde is a built-in one that cannot serialize an ``int``.
+        If the value serde is not a :class:`~streamtable.serde.Serde`, or is a built-in one
+        that cannot serialize an ``int``.
     """
     from streamtable.errors import SerializationError
+    from streamtable.serde import Serde
 
     serde = m.value_serde
-    if serde is None or serde.kind == "custom":
+    if serde is None:
+        return
+    if not isinstance(serde, Serde):
+        raise TopologyError(
+            f"{operation}: the store's value serde must be a Serde (e.g. Serdes.long()); got "
+            f"{type(serde).__name__} {serde!r}."
+        )
+    if serde.kind == "custom" or not type(serde).__module__.startswith("streamtable.serde"):
         return
     try:
         holds = serde.deserialize(serde.serialize(0)) == 0

@@ -821,28 +821,34 @@ class TaskOutput:
         )
         group = self._consumer.consumer_group_metadata()
 
-        # each call is waited for its own timeout plus a margin, in a thread of its own: a
-        # send_offsets that blocks past it (the librdkafka bugs) is given up after that, and
-        # if it returns later, nothing in its abandoned thread commits the transaction already
-        # reported as not visible and retried
+        producer = self._producer
+
+        # each call is waited for its own timeout plus a margin, in a thread of its own (which
+        # holds the producer, not this task output): a send_offsets that blocks past it (the
+        # librdkafka bugs) is given up after that, and if it returns later, nothing in its
+        # abandoned thread goes on to commit
         def send_offsets() -> None:
-            self._producer.send_offsets_to_transaction([marker], group, timeout_s)
+            producer.send_offsets_to_transaction([marker], group, timeout_s)
 
         def commit() -> None:
-            self._producer.commit_transaction(timeout_s)
+            producer.commit_transaction(timeout_s)
 
         try:
             _within(send_offsets, timeout_s + _STUCK_MARGIN_S)
             _within(commit, timeout_s + _STUCK_MARGIN_S)
         except _Stuck as e:
-            # the call still blocks a thread: the producer is left to it, never used again;
-            # the batch's re-run initializes a new one, which aborts this transaction
+            # the call still blocks a thread: the producer is left to it, never used again.
+            # The batch's re-run initializes a new producer for the same transactional id: a
+            # commit that had reached the transaction coordinator completes first (the re-run
+            # then finds the batch's marker and writes nothing), any other is aborted
             self._producer = None
             log.warning("[%s] producer %s abandoned: %s", self.spec.application_id, self._tid, e)
             raise StreamsError(
                 f"Committing the transaction of output stage {self.spec.stage!r} task "
-                f"{coords.name} batch {coords.batch_id} timed out (_TIMED_OUT): {e}. Nothing "
-                "of it is visible to read_committed consumers; the batch is retried."
+                f"{coords.name} batch {coords.batch_id} timed out (_TIMED_OUT): {e}. The batch "
+                "is retried with a new producer, which aborts the transaction, or lets it "
+                "complete if its commit had reached the coordinator (the retry then writes "
+                "nothing): its records become visible to read_committed consumers once."
             ) from e
         except Exception as e:
             raise StreamsError(

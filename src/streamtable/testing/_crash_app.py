@@ -3,7 +3,8 @@
 ``python -m streamtable.testing._crash_app CONFIG_JSON`` runs the crash topology: every input
 record ``(key, seq)`` (String key, Long value) is echoed once to the echo topic, and a per-key
 running sum is written to the sums topic. With ``"groups"`` and ``"group_sums"`` topics in the
-JSON it also runs the two-sub-topology chain of :func:`chain_topology`. With
+JSON it also runs the two-sub-topology chain of :func:`chain_topology`. With a ``"files"``
+directory in it, the echo stream and the sums are also written there as Parquet. With
 ``"exit_when_caught_up": true`` it exits 0 once all input present at start is processed and
 committed; otherwise it runs until killed.
 """
