@@ -123,6 +123,7 @@ def run_mode(args: argparse.Namespace, bs: str, tmp: Path, mode: str) -> dict[st
         config["streamtable.trigger"] = "real_time"
     if args.shuffle_partitions is not None:
         config["streamtable.shuffle.partitions"] = args.shuffle_partitions
+    config.update(c.split("=", 1) for c in args.app_config)
     since_ms = int(time.time() * 1000)
     collector = (
         _CountCollector(bs, sink, since_ms, poll_s=0.002)
@@ -332,9 +333,20 @@ def main(argv: list[str] | None = None) -> int:
         help="streamtable.shuffle.partitions of the streamtable modes: the keyed modes' state "
         "partitions (default: streamtable's, 4)",
     )
+    ap.add_argument(
+        "--app-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting of the streamtable modes' application config (e.g. "
+        "consumer.fetch.max.wait.ms=50), for A/B runs; repeatable",
+    )
     bench_run.add_spark_config_option(ap)
     args = ap.parse_args(argv)
     spark_conf = bench_run.spark_config(ap, args)
+    bad = [c for c in args.app_config if "=" not in c]
+    if bad:
+        ap.error(f"--app-config takes KEY=VALUE, got {bad}")
     # every measured micro-batch in the breakdown (Spark keeps the last 100 reports by default)
     spark_conf.setdefault("spark.sql.streaming.numRecentProgressUpdates", "2000")
     modes = [m for m in args.modes.split(",") if m]
