@@ -853,8 +853,10 @@ class TaskOutput:
         except Exception as e:
             raise StreamsError(
                 f"Committing the transaction of output stage {self.spec.stage!r} task "
-                f"{coords.name} batch {coords.batch_id} failed: {e}. Nothing of it is "
-                "visible to read_committed consumers; the batch is retried."
+                f"{coords.name} batch {coords.batch_id} failed: {e}. The batch is retried: "
+                "nothing of this attempt becomes visible to read_committed consumers, unless "
+                "its commit completed after all (then the retry finds the batch's marker and "
+                "writes nothing)."
             ) from e
 
     def _take_errors(self, *, allow_continue: bool) -> None:
