@@ -763,10 +763,18 @@ def add_spark_config_option(ap: argparse.ArgumentParser) -> None:
 def spark_config(ap: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, str]:
     """The ``--config`` entries of :func:`add_spark_config_option` as a dict (a usage error
     for an entry that is not ``spark.KEY=VALUE``)."""
-    bad = [c for c in args.config if "=" not in c or not c.startswith("spark.")]
+    return key_values(ap, args.config, "--config", prefix="spark.")
+
+
+def key_values(
+    ap: argparse.ArgumentParser, entries: list[str], flag: str, prefix: str = ""
+) -> dict[str, str]:
+    """Repeated ``KEY=VALUE`` arguments of ``flag`` as a dict (a usage error for an entry
+    without ``=`` or, with ``prefix``, whose key does not start with it)."""
+    bad = [c for c in entries if "=" not in c or not c.startswith(prefix)]
     if bad:
-        ap.error(f"--config takes spark.KEY=VALUE, got {bad}")
-    return dict(c.split("=", 1) for c in args.config)
+        ap.error(f"{flag} takes {prefix}KEY=VALUE, got {bad}")
+    return dict(c.split("=", 1) for c in entries)
 
 
 def json_only_stdout() -> int:

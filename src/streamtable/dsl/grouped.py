@@ -114,6 +114,8 @@ class _Aggregations:
         Topologies: ...
             Processor: KSTREAM-AGGREGATE-0000000001 (stores: [clicks-per-user]) ...
         """
+        operation = f"{self._kind}.count"
+        check_count_store(materialized_of(name, operation), operation)
         agg = Aggregation(_count_init, _count_add, native="count", merger=_count_merge)
         return self._aggregate(agg, name, "COUNT", retention)
 
@@ -255,8 +257,6 @@ class _Aggregations:
         retention: timedelta | int | None,
     ) -> KTable:
         m = materialized_of(name, f"{self._kind}.{label.lower()}")
-        if label == "COUNT":
-            check_count_store(m, f"{self._kind}.count")
         name = m.store_name
         retention_ms = self._retention_ms(retention if retention is not None else m.retention)
         key_serde = self._key_serde or m.key_serde
