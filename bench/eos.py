@@ -171,13 +171,8 @@ def _app_config(args: argparse.Namespace, app_id: str, bs: str, state_dir: str, 
     }
     if args.max_offsets_per_trigger:
         cfg["streamtable.max.offsets.per.trigger"] = args.max_offsets_per_trigger
-    cfg.update(_extra_config(args))
+    cfg.update(args.extra_config)
     return cfg
-
-
-def _extra_config(args: argparse.Namespace) -> dict[str, str]:
-    """``--config KEY=VALUE`` entries as a dict."""
-    return dict(item.split("=", 1) for item in args.config)
 
 
 def _roles(app: Any, echo: str) -> dict[str, str]:
@@ -1090,9 +1085,7 @@ def main(argv: list[str] | None = None) -> int:
         "--task-pause-ms", type=int, default=1000, help="task_cost: gap between paced batches"
     )
     args = ap.parse_args(argv)
-    bad = [item for item in args.config if "=" not in item or item.startswith("=")]
-    if bad:
-        ap.error(f"--config takes KEY=VALUE, got {bad}")
+    args.extra_config = bench_run.key_values(ap, args.config, "--config")
     if args.child:
         return child_main(json.loads(args.child))
     args.records = args.records or (200_000 if args.quick else 1_000_000)
@@ -1141,7 +1134,7 @@ def main(argv: list[str] | None = None) -> int:
                 t0 = time.monotonic()
                 # spark.* entries of --config: the session is created here, once
                 spark = get_spark(
-                    {k: v for k, v in _extra_config(args).items() if k.startswith("spark.")}
+                    {k: v for k, v in args.extra_config.items() if k.startswith("spark.")}
                 )
                 result["spark_startup_s"] = round(time.monotonic() - t0, 2)
                 if "throughput" in sections:

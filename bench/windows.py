@@ -439,10 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     kstreams_config = bench_run.KSTREAMS_CACHED_CONFIG if args.kstreams_cached else None
-    bad = [kv for kv in args.streamtable_config if "=" not in kv]
-    if bad:
-        ap.error(f"--streamtable-config takes KEY=VALUE, not {bad[0]!r}")
-    streamtable_config = dict(kv.split("=", 1) for kv in args.streamtable_config)
+    streamtable_config = bench_run.key_values(ap, args.streamtable_config, "--streamtable-config")
     benches = [b for b in args.benchmarks.split(",") if b]
     unknown = set(benches) - set(BENCHMARKS)
     if unknown:
