@@ -142,6 +142,7 @@ def _zombie_and_retry(bs, topic_name, app, *, zombie_delivered=False):
 def test_a_zombie_task_is_fenced(kafka_broker, topic_name):
     """A second attempt of the same task fences the first: the zombie cannot commit."""
     bs = kafka_broker.bootstrap_servers
+    before = kafka_clients_alive()
     out_topic, zombie, retry = _zombie_and_retry(
         bs, topic_name, f"zombie-{topic_name('app')}", zombie_delivered=True
     )
@@ -156,6 +157,14 @@ def test_a_zombie_task_is_fenced(kafka_broker, topic_name):
     # the error outlives the task (Spark reports it, a caller may keep it): it must not keep
     # the given-up producer alive, reconnecting for as long as the process runs
     assert producers_held_by(fenced.value) == []
+    # nor may the frames of its calls (in that error's traceback) nor the log record of its
+    # failed abort (pytest keeps this test's records, as a user's MemoryHandler would): only
+    # the retry's producer and the task's marker consumer, cached for its next batch, are left
+    wait_until(
+        lambda: kafka_clients_alive() <= before + 2,
+        30,
+        lambda: f"{kafka_clients_alive() - before} Kafka clients alive after the zombie's close",
+    )
 
 
 def test_a_task_fenced_while_it_writes_fails_with_an_error_that_re_runs_the_batch(
@@ -180,7 +189,12 @@ def test_a_task_fenced_while_it_writes_fails_with_an_error_that_re_runs_the_batc
 
     # until the zombie's background thread learns of the fencing
     failed = wait_until(write_until_refused, 60, "the zombie's producer failing", interval_s=0.05)
+    given_up = zombie._producer
     zombie.abort()
+    # the records it could not send are purged, so that nothing is left for librdkafka to
+    # report ("Producer terminating with 1 message still in queue") when it is destroyed
+    assert len(given_up) == 0
+    del given_up  # this frame outlives the test (in a cycle through the error's traceback)
     assert "'q.sink'" in str(failed)
     assert "fenced by a newer instance" in str(failed), failed
     assert is_transient(failed)

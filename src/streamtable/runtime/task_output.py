@@ -358,6 +358,22 @@ class _Stuck(Exception):
     """A client call that did not return within its deadline."""
 
 
+def _discard_queued(producer: Any) -> None:
+    """Drop the records a given-up producer still holds (best effort).
+
+    A fenced or fatally failed transactional producer cannot abort its transaction, so its
+    unsent records stay queued; librdkafka would print "Producer terminating with N messages
+    still in queue" to the process's stderr when the producer is destroyed. They are part of a
+    transaction that never commits (its id's next ``init_transactions`` aborts it), so they
+    are purged here, and their delivery reports served, instead.
+    """
+    try:
+        producer.purge()
+        producer.poll(0)
+    except Exception as e:  # a producer that cannot purge is left as it is
+        log.debug("purging a given-up producer failed: %s", str(e))
+
+
 def _forget_frame_locals(error: BaseException) -> None:
     """Drop the locals of the finished frames in the tracebacks of ``error`` and its causes.
 
@@ -645,7 +661,7 @@ class TaskOutput:
                 raise StreamsError(f"probe failed: {errors[0] if errors else 'timeout'}")
             return True
         except Exception as e:
-            log.info("[%s] producer %s fenced (%s)", self.spec.application_id, self._tid, e)
+            log.info("[%s] producer %s fenced (%s)", self.spec.application_id, self._tid, str(e))
             return False
 
     # -- writing -------------------------------------------------------------------------
@@ -842,7 +858,9 @@ class TaskOutput:
             # commit that had reached the transaction coordinator completes first (the re-run
             # then finds the batch's marker and writes nothing), any other is aborted
             self._producer = None
-            log.warning("[%s] producer %s abandoned: %s", self.spec.application_id, self._tid, e)
+            log.warning(
+                "[%s] producer %s abandoned: %s", self.spec.application_id, self._tid, str(e)
+            )
             raise StreamsError(
                 f"Committing the transaction of output stage {self.spec.stage!r} task "
                 f"{coords.name} batch {coords.batch_id} timed out (_TIMED_OUT): {e}. The batch "
@@ -858,6 +876,11 @@ class TaskOutput:
                 "its commit completed after all (then the retry finds the batch's marker and "
                 "writes nothing)."
             ) from e
+        finally:
+            # the calls' frames live on in the error's traceback, and a frame keeps its
+            # function, whose closure would keep a given-up producer alive (reconnecting):
+            # the closures' cell lets go of it (a call still blocked holds its own reference)
+            producer = None
 
     def _take_errors(self, *, allow_continue: bool) -> None:
         errors, self._errors = self._errors, []
@@ -894,4 +917,7 @@ class TaskOutput:
         try:
             producer.abort_transaction(self.spec.timeout_ms / 1000.0)
         except Exception as e:  # the next init_transactions with this id aborts it anyway
-            log.warning("[%s] abort_transaction failed: %s", self.spec.application_id, e)
+            log.warning("[%s] abort_transaction failed: %s", self.spec.application_id, str(e))
+            _discard_queued(producer)
+            # this frame may outlive the call (the error's traceback holds it): not the producer
+            del producer
