@@ -593,11 +593,15 @@ class TaskOutput:
 
         timeout_s = self.spec.timeout_ms / 1000.0
         producer = Producer(_transactional_config(self.spec, tid))
-        _with_retries(
-            f"init_transactions of {tid!r}",
-            timeout_s,
-            lambda: producer.init_transactions(timeout_s),
-        )
+        try:
+            _with_retries(
+                f"init_transactions of {tid!r}",
+                timeout_s,
+                lambda: producer.init_transactions(timeout_s),
+            )
+        except BaseException:
+            producer = None  # the lambda's frame outlives this in the error: its closure lets go
+            raise
         _initialized_here.discard(tid)
         return producer
 
