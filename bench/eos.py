@@ -171,7 +171,7 @@ def _app_config(args: argparse.Namespace, app_id: str, bs: str, state_dir: str, 
     }
     if args.max_offsets_per_trigger:
         cfg["streamtable.max.offsets.per.trigger"] = args.max_offsets_per_trigger
-    cfg.update(args.extra_config)
+    cfg.update(args.config)
     return cfg
 
 
@@ -1085,7 +1085,7 @@ def main(argv: list[str] | None = None) -> int:
         "--task-pause-ms", type=int, default=1000, help="task_cost: gap between paced batches"
     )
     args = ap.parse_args(argv)
-    args.extra_config = bench_run.key_values(ap, args.config, "--config")
+    args.config = bench_run.key_values(ap, args.config, "--config")
     if args.child:
         return child_main(json.loads(args.child))
     args.records = args.records or (200_000 if args.quick else 1_000_000)
@@ -1133,9 +1133,7 @@ def main(argv: list[str] | None = None) -> int:
             if "throughput" in sections or "latency" in sections:
                 t0 = time.monotonic()
                 # spark.* entries of --config: the session is created here, once
-                spark = get_spark(
-                    {k: v for k, v in args.extra_config.items() if k.startswith("spark.")}
-                )
+                spark = get_spark({k: v for k, v in args.config.items() if k.startswith("spark.")})
                 result["spark_startup_s"] = round(time.monotonic() - t0, 2)
                 if "throughput" in sections:
                     result["throughput"] = bench_throughput(args, bs, tmp)

@@ -770,8 +770,9 @@ def key_values(
     ap: argparse.ArgumentParser, entries: list[str], flag: str, prefix: str = ""
 ) -> dict[str, str]:
     """Repeated ``KEY=VALUE`` arguments of ``flag`` as a dict (a usage error for an entry
-    without ``=``, with an empty key or, with ``prefix``, whose key does not start with it)."""
-    bad = [c for c in entries if c.find("=") < 1 or not c.startswith(prefix)]
+    without ``=``, with an empty key or, with ``prefix``, whose key does not start with it or
+    is the prefix alone)."""
+    bad = [c for c in entries if c.find("=") <= len(prefix) or not c.startswith(prefix)]
     if bad:
         ap.error(f"{flag} takes {prefix}KEY=VALUE, got {bad}")
     return dict(c.split("=", 1) for c in entries)

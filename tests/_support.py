@@ -100,22 +100,30 @@ SPARK_LINE = re.compile(
 )
 
 
-def kafka_clients_alive() -> int:
-    """How many librdkafka clients (producers, consumers, admin clients) this process holds.
+def kafka_client_threads() -> set[int]:
+    """The thread ids of the librdkafka clients (producers, consumers, admin clients) this
+    process holds.
 
     Each client runs one native thread named ``rdk:main`` (Linux thread names), from its
     creation until it is destroyed, which confluent-kafka does when its last reference goes.
+    The clients made after a point are those whose thread ids were not there before.
     """
     import os
 
-    count = 0
+    found = set()
     for tid in os.listdir("/proc/self/task"):
         try:
             with open(f"/proc/self/task/{tid}/comm") as f:
-                count += f.read().strip() == "rdk:main"
+                if f.read().strip() == "rdk:main":
+                    found.add(int(tid))
         except OSError:  # the thread ended meanwhile
             pass
-    return count
+    return found
+
+
+def kafka_clients_alive() -> int:
+    """How many librdkafka clients this process holds (see :func:`kafka_client_threads`)."""
+    return len(kafka_client_threads())
 
 
 def producers_held_by(error: BaseException) -> list:

@@ -66,3 +66,27 @@ def test_scripts_run_in_their_own_environment_still_compile():
     for name in sorted(_OWN_ENVIRONMENT):
         path = BENCH / name
         compile(path.read_text(encoding="utf-8"), str(path), "exec")
+
+
+def test_key_value_arguments_refuse_an_entry_without_a_key():
+    import argparse
+    import importlib.util
+
+    import pytest
+
+    # loaded under a name of its own: bench/ is not put on this process's path
+    spec = importlib.util.spec_from_file_location("bench_run_under_test", BENCH / "run.py")
+    assert spec is not None and spec.loader is not None
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    ap = argparse.ArgumentParser(prog="bench")
+    assert run.key_values(ap, ["a.b=1", "c=x=y"], "--config") == {"a.b": "1", "c": "x=y"}
+    assert run.key_values(ap, ["spark.x=2"], "--config", "spark.") == {"spark.x": "2"}
+    for entries, prefix in (
+        (["a"], ""),
+        (["=1"], ""),
+        (["spark.=1"], "spark."),
+        (["x=1"], "spark."),
+    ):
+        with pytest.raises(SystemExit):
+            run.key_values(ap, entries, "--config", prefix)

@@ -303,7 +303,7 @@ def test_a_task_output_that_cannot_open_its_transaction_lets_its_producer_go():
     # no broker answers: init_transactions times out. The error outlives the task (Spark
     # reports it); the producer made for it must not stay reachable from its frames, where it
     # would go on reconnecting for as long as the process runs.
-    from _support import kafka_clients_alive, producers_held_by, wait_until
+    from _support import kafka_client_threads, producers_held_by, wait_until
     from streamtable.errors import StreamsError
     from streamtable.runtime.task_output import (
         OutputSpec,
@@ -312,7 +312,7 @@ def test_a_task_output_that_cannot_open_its_transaction_lets_its_producer_go():
         close_cached_clients,
     )
 
-    before = kafka_clients_alive()
+    before = kafka_client_threads()
 
     spec = OutputSpec(
         "no-broker",
@@ -329,9 +329,9 @@ def test_a_task_output_that_cannot_open_its_transaction_lets_its_producer_go():
         # nor from the retried call's frame (a lambda's frame keeps the lambda and its
         # closure): only the task's marker consumer, cached for its next batch, is left
         wait_until(
-            lambda: kafka_clients_alive() <= before + 1,
+            lambda: len(kafka_client_threads() - before) <= 1,
             30,
-            lambda: f"{kafka_clients_alive() - before} Kafka clients alive after the failure",
+            lambda: f"{len(kafka_client_threads() - before)} of its Kafka clients alive",
         )
     finally:
         close_cached_clients()  # the task's marker consumer, kept for its next batch

@@ -62,11 +62,15 @@ def _fence(jobs: Sequence[tuple[OutputSpec, Slot]]) -> None:
         tid = transactional_id(spec.application_id, spec.stage, p)
         producer = Producer(fencing_config(spec, tid))
         timeout_s = spec.timeout_ms / 1000.0
-        _with_retries(
-            f"init_transactions of {tid!r}",
-            timeout_s,
-            lambda: producer.init_transactions(timeout_s),
-        )
+        try:
+            _with_retries(
+                f"init_transactions of {tid!r}",
+                timeout_s,
+                lambda: producer.init_transactions(timeout_s),
+            )
+        except BaseException:
+            producer = None  # the lambda's frame outlives this in the error: its closure lets go
+            raise
         producer.flush(0)
 
     if not jobs:

@@ -358,20 +358,29 @@ class _Stuck(Exception):
     """A client call that did not return within its deadline."""
 
 
-def _discard_queued(producer: Any) -> None:
-    """Drop the records a given-up producer still holds (best effort).
+def _discard_queued(producer: Any, drain_s: float = 1.0) -> None:
+    """Drop the records a given-up producer still holds and serve their delivery reports (best
+    effort, for at most ``drain_s`` seconds).
 
-    A fenced or fatally failed transactional producer cannot abort its transaction, so its
-    unsent records stay queued; librdkafka would print "Producer terminating with N messages
-    still in queue" to the process's stderr when the producer is destroyed. They are part of a
-    transaction that never commits (its id's next ``init_transactions`` aborts it), so they
-    are purged here, and their delivery reports served, instead.
+    After a failed ``abort_transaction`` (fenced, fatal or timed out) the producer still counts
+    the records it could not send, or whose delivery reports nobody served; destroyed later,
+    librdkafka would print "Producer terminating with N messages still in queue" on the
+    process's stderr. They belong to a transaction that never commits (the next
+    ``init_transactions`` of its id aborts it), so they are purged here. ``poll`` raises a
+    queued client error (such as the ``_FATAL`` event of a fenced producer) before it serves
+    the reports behind it, so it is called again, until nothing is left or time is up.
     """
     try:
         producer.purge()
-        producer.poll(0)
     except Exception as e:  # a producer that cannot purge is left as it is
         log.debug("purging a given-up producer failed: %s", str(e))
+        return
+    deadline = time.monotonic() + drain_s
+    while len(producer) and time.monotonic() < deadline:
+        try:
+            producer.poll(0.05)
+        except Exception:  # a queued error event, raised before the reports behind it
+            continue
 
 
 def _forget_frame_locals(error: BaseException) -> None:
@@ -578,6 +587,7 @@ class TaskOutput:
             return
         if not self._begin(producer, probe=tid in _initialized_here):
             # fenced: another producer with this id took over since; start afresh
+            _discard_queued(producer)  # the probe's record
             producer = self._initialized_producer(tid)
             if self._already_committed(coords):
                 _keep_transactional(tid, producer)
@@ -923,5 +933,6 @@ class TaskOutput:
         except Exception as e:  # the next init_transactions with this id aborts it anyway
             log.warning("[%s] abort_transaction failed: %s", self.spec.application_id, str(e))
             _discard_queued(producer)
+            self._errors = []  # the purged records' reports: nothing of this task is written
             # this frame may outlive the call (the error's traceback holds it): not the producer
             del producer
