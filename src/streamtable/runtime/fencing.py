@@ -25,7 +25,7 @@ from streamtable.platform._process import read_state, write_state
 from streamtable.runtime.task_output import (
     OutputSpec,
     _transactional_config,
-    _with_retries,
+    initialized_producer,
     marker_topic,
     output_spec,
     transactional_id,
@@ -56,21 +56,9 @@ def fencing_config(spec: OutputSpec, tid: str) -> dict[str, Any]:
 
 
 def _fence(jobs: Sequence[tuple[OutputSpec, Slot]]) -> None:
-    from confluent_kafka import Producer
-
     def fence(spec: OutputSpec, p: Slot) -> None:
         tid = transactional_id(spec.application_id, spec.stage, p)
-        producer = Producer(fencing_config(spec, tid))
-        timeout_s = spec.timeout_ms / 1000.0
-        try:
-            _with_retries(
-                f"init_transactions of {tid!r}",
-                timeout_s,
-                lambda: producer.init_transactions(timeout_s),
-            )
-        except BaseException:
-            producer = None  # the lambda's frame outlives this in the error: its closure lets go
-            raise
+        producer = initialized_producer(fencing_config(spec, tid), tid, spec.timeout_ms / 1000.0)
         producer.flush(0)
 
     if not jobs:

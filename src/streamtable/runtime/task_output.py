@@ -383,6 +383,32 @@ def _discard_queued(producer: Any, drain_s: float = 1.0) -> None:
             continue
 
 
+def initialized_producer(config: dict[str, Any], tid: str, timeout_s: float) -> Any:
+    """A transactional producer of ``config`` whose ``init_transactions`` succeeded (retried
+    while retriable, within ``timeout_s`` seconds); it fences every earlier producer of ``tid``.
+
+    Raises
+    ------
+    StreamsError
+        When ``init_transactions`` fails. The producer is let go first: the retried call's
+        frame lives on in the error's traceback, and through its function's closure it would
+        keep the producer alive, reconnecting, for as long as the error is kept.
+    """
+    from confluent_kafka import Producer
+
+    producer = Producer(config)
+    try:
+        _with_retries(
+            f"init_transactions of {tid!r}",
+            timeout_s,
+            lambda: producer.init_transactions(timeout_s),
+        )
+    except BaseException:
+        producer = None  # the closure's cell, shared with the lambda
+        raise
+    return producer
+
+
 def _forget_frame_locals(error: BaseException) -> None:
     """Drop the locals of the finished frames in the tracebacks of ``error`` and its causes.
 
@@ -599,19 +625,9 @@ class TaskOutput:
 
     def _initialized_producer(self, tid: str) -> Any:
         """A new producer for ``tid``; ``init_transactions`` fences every earlier one."""
-        from confluent_kafka import Producer
-
-        timeout_s = self.spec.timeout_ms / 1000.0
-        producer = Producer(_transactional_config(self.spec, tid))
-        try:
-            _with_retries(
-                f"init_transactions of {tid!r}",
-                timeout_s,
-                lambda: producer.init_transactions(timeout_s),
-            )
-        except BaseException:
-            producer = None  # the lambda's frame outlives this in the error: its closure lets go
-            raise
+        producer = initialized_producer(
+            _transactional_config(self.spec, tid), tid, self.spec.timeout_ms / 1000.0
+        )
         _initialized_here.discard(tid)
         return producer
 
