@@ -39,8 +39,10 @@ The keyed modes take their keys round-robin from ``KEYED_KEYS`` keys, so a key r
 record cache would) shorter than that holds one record per key, and every record comes out.
 
 All under ``at_least_once`` (real-time mode writes through Spark's Kafka sink). Prints ONE JSON
-object (p50/p95/p99/max per mode, whether every record arrived); logs go to stderr. Never
-asserts timings.
+object (p50/p95/p99/max per mode, whether every record arrived, and the CPU each process used
+while measured: ``cpu.cores`` per process kind, ``cpu.jit_cores`` the part the JVMs spent in
+their just-in-time compilers, ``cpu.machine_busy_fraction`` over all CPUs); logs go to stderr.
+Never asserts timings.
 
 With ``--warmup-s W`` every mode first runs the same load for W seconds, not measured (the
 JVMs' just-in-time compilers warm up meanwhile; Spark's still took a third of a core a minute
@@ -246,7 +248,9 @@ def _measure(
             load(args.warmup_s)
             collector.since_ms = int(time.time() * 1000)
             warm, first = collector.received, len(collector.latencies_ms)
+        cpu_before = bench_run.cpu_snapshot()
         sent, took = load(args.seconds)
+        cpu = bench_run.cpu_figures(cpu_before, bench_run.cpu_snapshot())
         deadline = time.monotonic() + args.drain_timeout_s
         while collector.received < sent + warm and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -280,6 +284,9 @@ def _measure(
         },
         "batch_ms_median": statistics.median(batches) if batches else None,
         "batch_breakdown_ms_median": _breakdown(progresses),
+        # the machine's load while measured: on 2 cores, a busy fraction near 1 means tasks
+        # wait for a core, and the JVMs' just-in-time compilers are part of that load
+        "cpu": cpu,
     }
 
 

@@ -170,6 +170,82 @@ class MemorySampler:
         }
 
 
+#: Thread names (``/proc/<pid>/task/<tid>/comm``, cut at 15 characters) of HotSpot's
+#: just-in-time compilers: their CPU time is a JVM's compiling, not its work.
+_JIT_THREADS = ("C1 CompilerThre", "C2 CompilerThre")
+
+
+def _cpu_ticks(pid: int) -> tuple[int, int]:
+    """(all threads, JIT compiler threads) CPU clock ticks of process ``pid`` (user + system);
+    (0, 0) when it is gone."""
+    total = jit = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0, 0
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                stat = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        name = stat[stat.find("(") + 1 : stat.rfind(")")]
+        fields = stat.rsplit(")", 1)[1].split()
+        ticks = int(fields[11]) + int(fields[12])  # utime, stime
+        total += ticks
+        if name.startswith(_JIT_THREADS):
+            jit += ticks
+    return total, jit
+
+
+def cpu_snapshot() -> dict[str, Any]:
+    """CPU clock ticks so far of this process (``bench_process``) and of each descendant (by
+    pid, with its :func:`_classify` category), and the machine's busy and total ticks
+    (``/proc/stat``); two of them make :func:`cpu_figures`."""
+    table = _proc_table()
+    children: dict[int, list[int]] = collections.defaultdict(list)
+    for pid, (ppid, _) in table.items():
+        children[ppid].append(pid)
+    procs: dict[int, tuple[str, int, int]] = {}
+    me = os.getpid()
+    todo = [me]
+    while todo:
+        pid = todo.pop()
+        cat = "bench_process" if pid == me else _classify(table[pid][1])
+        procs[pid] = (cat, *_cpu_ticks(pid))
+        todo.extend(children.get(pid, []))
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    idle = ticks[3] + ticks[4]  # idle, iowait
+    return {"at": time.monotonic(), "procs": procs, "busy": sum(ticks) - idle, "all": sum(ticks)}
+
+
+def cpu_figures(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The CPU used between two :func:`cpu_snapshot` calls, in cores (CPU seconds per second):
+    per process category, the part of it the JVMs spent compiling (``jit_cores``), and the
+    machine's busy fraction over all its CPUs. A process that started in between counts from
+    zero; one that ended in between is left out (Python workers come and go).
+    """
+    seconds = max(after["at"] - before["at"], 1e-9)
+    hz = os.sysconf("SC_CLK_TCK")
+    cores: dict[str, float] = collections.defaultdict(float)
+    jit: dict[str, float] = collections.defaultdict(float)
+    for pid, (cat, total, compiling) in after["procs"].items():
+        _, total0, compiling0 = before["procs"].get(pid, (cat, 0, 0))
+        cores[cat] += (total - total0) / hz / seconds
+        if compiling:
+            jit[cat] += (compiling - compiling0) / hz / seconds
+    span = after["all"] - before["all"]
+    return {
+        "seconds": round(seconds, 1),
+        "machine_busy_fraction": round((after["busy"] - before["busy"]) / span, 3)
+        if span
+        else None,
+        "cores": {k: round(v, 2) for k, v in sorted(cores.items())},
+        "jit_cores": {k: round(v, 2) for k, v in sorted(jit.items())},
+    }
+
+
 # --------------------------------------------------------------------------- helpers
 
 

@@ -68,17 +68,23 @@ def test_scripts_run_in_their_own_environment_still_compile():
         compile(path.read_text(encoding="utf-8"), str(path), "exec")
 
 
-def test_key_value_arguments_refuse_an_entry_without_a_key():
-    import argparse
+def _bench_run():
+    """bench/run.py, loaded under a name of its own (bench/ is not on this process's path)."""
     import importlib.util
 
-    import pytest
-
-    # loaded under a name of its own: bench/ is not put on this process's path
     spec = importlib.util.spec_from_file_location("bench_run_under_test", BENCH / "run.py")
     assert spec is not None and spec.loader is not None
     run = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(run)
+    return run
+
+
+def test_key_value_arguments_refuse_an_entry_without_a_key():
+    import argparse
+
+    import pytest
+
+    run = _bench_run()
     ap = argparse.ArgumentParser(prog="bench")
     assert run.key_values(ap, ["a.b=1", "c=x=y"], "--config") == {"a.b": "1", "c": "x=y"}
     assert run.key_values(ap, ["spark.x=2"], "--config", "spark.") == {"spark.x": "2"}
@@ -90,3 +96,32 @@ def test_key_value_arguments_refuse_an_entry_without_a_key():
     ):
         with pytest.raises(SystemExit):
             run.key_values(ap, entries, "--config", prefix)
+
+
+def test_cpu_figures_count_this_process_and_a_child_by_kind():
+    """The benchmarks' CPU figures: the CPU this process spends between two snapshots is
+    counted as ``bench_process``'s, a child started in between from zero, under its kind."""
+    import subprocess
+    import sys
+    import time
+
+    run = _bench_run()
+    before = run.cpu_snapshot()
+    # a child whose command line makes it a "python_workers" process, alive at the snapshot
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys; sys.stdin.read()", "pyspark.daemon"],
+        stdin=subprocess.PIPE,
+    )
+    try:
+        spent = time.process_time()
+        while time.process_time() - spent < 0.3:  # CPU, not wall time: 0.3 s of it
+            pass
+        after = run.cpu_snapshot()
+    finally:
+        child.communicate(b"")
+    got = run.cpu_figures(before, after)
+    own = got["cores"]["bench_process"] * got["seconds"]
+    assert own >= 0.25, got  # clock ticks are 10 ms
+    assert "python_workers" in got["cores"], got
+    assert got["jit_cores"] == {}, got  # no JVM here
+    assert 0 < got["machine_busy_fraction"] <= 1, got
