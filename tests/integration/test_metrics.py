@@ -108,3 +108,34 @@ def test_metrics_of_a_count_and_their_prometheus_endpoint(
     # close() stops the endpoint
     with pytest.raises(urllib.error.URLError):
         urllib.request.urlopen(f"http://{address}/metrics", timeout=5)
+
+
+def test_unseen_progress_reads_what_recent_progress_reads(spark):
+    """The ledger's reader of new progress reports (it fetches only the newest reports over
+    Py4J) returns the reports PySpark's ``recentProgress`` converts, from the batch after the
+    last one seen."""
+    from _support import wait_until
+    from streamtable.runtime.progress import unseen_progress
+
+    q = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", 10)
+        .load()
+        .writeStream.format("noop")
+        .trigger(processingTime="100 milliseconds")
+        .start()
+    )
+    try:
+        wait_until(lambda: len(q.recentProgress) >= 4, 60, "4 progress reports")
+    finally:
+        q.stop()
+    every = q.recentProgress  # a stopped query keeps its reports
+    qid = str(q.id)
+    assert [p.batchId for p in every] == sorted(p.batchId for p in every)
+    assert unseen_progress(q, {}) == every
+    assert unseen_progress(q, {"another-query": every[-1].batchId}) == every
+    k = every[1].batchId
+    later = [p for p in every if p.batchId > k]
+    assert later and len(later) < len(every)
+    assert unseen_progress(q, {qid: k}) == later
+    assert unseen_progress(q, {qid: every[-1].batchId}) == []

@@ -123,5 +123,6 @@ def test_cpu_figures_count_this_process_and_a_child_by_kind():
     own = got["cores"]["bench_process"] * got["seconds"]
     assert own >= 0.25, got  # clock ticks are 10 ms
     assert "python_workers" in got["cores"], got
-    assert got["jit_cores"] == {}, got  # no JVM here
+    # compiler threads are a JVM's (a test session may have started the broker and Spark)
+    assert all(kind.endswith("_jvm") for kind in got["jit_cores"]), got
     assert 0 < got["machine_busy_fraction"] <= 1, got
