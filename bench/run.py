@@ -89,7 +89,17 @@ def _classify(cmd: str) -> str:
         return "broker_jvm"
     if "SparkSubmit" in cmd or "pyspark-shell" in cmd:
         return "spark_jvm"
-    if "pyspark.daemon" in cmd or "pyspark.worker" in cmd or "pyspark/daemon" in cmd:
+    if any(
+        m in cmd
+        for m in (
+            "pyspark.daemon",
+            "pyspark.worker",
+            "pyspark/daemon",
+            # a local session's daemon (``spark.python.daemon.module``) and its forks
+            "streamtable.runtime.worker_daemon",
+            "streamtable.runtime.fork_server",
+        )
+    ):
         return "python_workers"
     return "other"
 
@@ -175,74 +185,84 @@ class MemorySampler:
 _JIT_THREADS = ("C1 CompilerThre", "C2 CompilerThre")
 
 
-def _cpu_ticks(pid: int) -> tuple[int, int]:
-    """(all threads, JIT compiler threads) CPU clock ticks of process ``pid`` (user + system);
-    (0, 0) when it is gone."""
-    total = jit = 0
+def _cpu_ticks(pid: int) -> tuple[int, int, dict[int, int]] | None:
+    """``(start time, CPU ticks, {JIT compiler thread id: CPU ticks})`` of process ``pid``
+    (user + system, in clock ticks; the process's own total includes its threads that have
+    exited), or None when it is gone."""
     try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode(errors="replace")
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
-        return 0, 0
+        return None
+    fields = stat.rsplit(")", 1)[1].split()
+    # after the ")": state is field 3 of proc(5), so utime (14) is [11], starttime (22) [19]
+    start, total = int(fields[19]), int(fields[11]) + int(fields[12])
+    jit: dict[int, int] = {}
     for tid in tids:
         try:
             with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
-                stat = f.read().decode(errors="replace")
+                tstat = f.read().decode(errors="replace")
         except OSError:
             continue
-        name = stat[stat.find("(") + 1 : stat.rfind(")")]
-        fields = stat.rsplit(")", 1)[1].split()
-        ticks = int(fields[11]) + int(fields[12])  # utime, stime
-        total += ticks
-        if name.startswith(_JIT_THREADS):
-            jit += ticks
-    return total, jit
+        if tstat[tstat.find("(") + 1 : tstat.rfind(")")].startswith(_JIT_THREADS):
+            tfields = tstat.rsplit(")", 1)[1].split()
+            jit[int(tid)] = int(tfields[11]) + int(tfields[12])
+    return start, total, jit
 
 
 def cpu_snapshot() -> dict[str, Any]:
     """CPU clock ticks so far of this process (``bench_process``) and of each descendant (by
-    pid, with its :func:`_classify` category), and the machine's busy and total ticks
-    (``/proc/stat``); two of them make :func:`cpu_figures`."""
+    pid and start time, with its :func:`_classify` category), and the machine's busy and
+    total ticks (``/proc/stat``); two of them make :func:`cpu_figures`."""
     table = _proc_table()
     children: dict[int, list[int]] = collections.defaultdict(list)
     for pid, (ppid, _) in table.items():
         children[ppid].append(pid)
-    procs: dict[int, tuple[str, int, int]] = {}
+    procs: dict[tuple[int, int], tuple[str, int, dict[int, int]]] = {}
     me = os.getpid()
     todo = [me]
     while todo:
         pid = todo.pop()
-        cat = "bench_process" if pid == me else _classify(table[pid][1])
-        procs[pid] = (cat, *_cpu_ticks(pid))
         todo.extend(children.get(pid, []))
+        ticks = _cpu_ticks(pid)
+        if ticks is None:
+            continue  # gone meanwhile
+        start, total, jit = ticks
+        cat = "bench_process" if pid == me else _classify(table[pid][1])
+        procs[(pid, start)] = (cat, total, jit)
     with open("/proc/stat") as f:
-        ticks = [int(x) for x in f.readline().split()[1:]]
-    idle = ticks[3] + ticks[4]  # idle, iowait
-    return {"at": time.monotonic(), "procs": procs, "busy": sum(ticks) - idle, "all": sum(ticks)}
+        cpu = [int(x) for x in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal (guest times are inside user and nice)
+    busy, idle = sum(cpu[:8]) - cpu[3] - cpu[4], cpu[3] + cpu[4]
+    return {"at": time.monotonic(), "procs": procs, "busy": busy, "all": busy + idle}
 
 
 def cpu_figures(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     """The CPU used between two :func:`cpu_snapshot` calls, in cores (CPU seconds per second):
-    per process category, the part of it the JVMs spent compiling (``jit_cores``), and the
-    machine's busy fraction over all its CPUs. A process that started in between counts from
-    zero; one that ended in between is left out (Python workers come and go).
+    per process category, the part of it the JVMs' just-in-time compiler threads used
+    (``jit_cores``), and the machine's busy fraction over all its CPUs (steal included). A
+    process that started in between counts from zero; one that ended in between is left out
+    (Python workers come and go), as is a compiler thread that ended in between.
     """
     seconds = max(after["at"] - before["at"], 1e-9)
     hz = os.sysconf("SC_CLK_TCK")
     cores: dict[str, float] = collections.defaultdict(float)
     jit: dict[str, float] = collections.defaultdict(float)
-    for pid, (cat, total, compiling) in after["procs"].items():
-        _, total0, compiling0 = before["procs"].get(pid, (cat, 0, 0))
+    for key, (cat, total, compilers) in after["procs"].items():
+        _, total0, compilers0 = before["procs"].get(key, (cat, 0, {}))
         cores[cat] += (total - total0) / hz / seconds
-        if compiling:
-            jit[cat] += (compiling - compiling0) / hz / seconds
+        if compilers:
+            spent = sum(t - compilers0.get(tid, 0) for tid, t in compilers.items())
+            jit[cat] += spent / hz / seconds
     span = after["all"] - before["all"]
     return {
-        "seconds": round(seconds, 1),
+        "seconds": round(seconds, 3),
         "machine_busy_fraction": round((after["busy"] - before["busy"]) / span, 3)
         if span
         else None,
-        "cores": {k: round(v, 2) for k, v in sorted(cores.items())},
-        "jit_cores": {k: round(v, 2) for k, v in sorted(jit.items())},
+        "cores": {k: round(v, 3) for k, v in sorted(cores.items())},
+        "jit_cores": {k: round(v, 3) for k, v in sorted(jit.items())},
     }
 
 

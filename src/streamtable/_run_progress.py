@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from streamtable.runtime.progress import end_offsets, latest_offsets
+from streamtable.runtime.progress import end_offsets, executed, latest_offsets, unseen_progress
 
 __all__ = ["ProgressLine", "ProgressReporter", "batch_figures"]
 
@@ -144,6 +144,7 @@ class ProgressReporter:
         self._echo = echo
         self._interval = interval_s
         self._seen: dict[str, int] = {}
+        self._read: dict[str, tuple[int, str]] = {}  # json mode: query id -> newest report read
         self._shown_at: dict[str, float] = {}
         self._latest: dict[str, ProgressLine] = {}
         self._shown_batch: dict[str, int] = {}
@@ -154,18 +155,17 @@ class ProgressReporter:
         if self.mode == "quiet":
             return
         for q in queries:
-            reports = [q.lastProgress]
-            last = reports[0]
-            if (
-                self.mode == "json"
-                and last is not None
-                and int(last.batchId) > self._seen.get(str(last.name or last.id), -1) + 1
-            ):
-                # batches completed between two calls: read them from the recent reports
-                # (only then: converting every recent report on each call is costly)
-                reports = q.recentProgress
+            if self.mode == "json":
+                # every batch completed since the last call, each converted once
+                reports = unseen_progress(q, self._read)
+                if reports:
+                    newest = reports[-1]
+                    self._read[str(newest.id)] = (int(newest.batchId), str(newest.timestamp))
+            else:
+                reports = [q.lastProgress]
             for progress in reports:
-                if progress is None:
+                # an idle report carries the next batch's id: not a batch
+                if progress is None or not executed(progress):
                     continue
                 figures = batch_figures(progress)
                 if self._seen.get(figures.query, -1) >= figures.batch:

@@ -112,8 +112,8 @@ def test_metrics_of_a_count_and_their_prometheus_endpoint(
 
 def test_unseen_progress_reads_what_recent_progress_reads(spark):
     """The ledger's reader of new progress reports (it fetches only the newest reports over
-    Py4J) returns the reports PySpark's ``recentProgress`` converts, from the batch after the
-    last one seen."""
+    Py4J) returns the reports PySpark's ``recentProgress`` converts, after the newest one
+    read."""
     from _support import wait_until
     from streamtable.runtime.progress import unseen_progress
 
@@ -131,11 +131,41 @@ def test_unseen_progress_reads_what_recent_progress_reads(spark):
         q.stop()
     every = q.recentProgress  # a stopped query keeps its reports
     qid = str(q.id)
-    assert [p.batchId for p in every] == sorted(p.batchId for p in every)
+
+    def mark(p):
+        return (p.batchId, p.timestamp)
+
     assert unseen_progress(q, {}) == every
-    assert unseen_progress(q, {"another-query": every[-1].batchId}) == every
-    k = every[1].batchId
-    later = [p for p in every if p.batchId > k]
-    assert later and len(later) < len(every)
-    assert unseen_progress(q, {qid: k}) == later
-    assert unseen_progress(q, {qid: every[-1].batchId}) == []
+    assert unseen_progress(q, {"another-query": mark(every[-1])}) == every
+    assert unseen_progress(q, {qid: mark(every[1])}) == every[2:]
+    assert unseen_progress(q, {qid: mark(every[-1])}) == []
+
+
+def test_the_batch_after_an_idle_report_is_counted(spark, tmp_path):
+    """Spark 4.3 gives an idle report (a trigger without new data) the id of the batch that
+    comes next; the ledger reads one, and still counts that batch when it runs."""
+    from _support import wait_until
+    from streamtable.runtime.progress import ProgressLedger, executed
+    from streamtable.runtime.spark import query_start_conf
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    with query_start_conf(spark, {"spark.sql.streaming.noDataProgressEventInterval": "100ms"}):
+        q = (
+            spark.readStream.text(str(folder))
+            .writeStream.format("noop")
+            .trigger(processingTime="100 milliseconds")
+            .start()
+        )
+    ledger = ProgressLedger()
+    try:
+        idle = wait_until(lambda: q.recentProgress, 60, "an idle progress report")
+        assert not executed(idle[0]) and idle[0].batchId == 0
+        ledger.update([q])
+        (folder / "a.txt").write_text("x\ny\n")
+        wait_until(lambda: any(executed(p) for p in q.recentProgress), 60, "batch 0")
+        ledger.update([q])
+    finally:
+        q.stop()
+    (figures,) = ledger.snapshot()
+    assert (figures.batches, figures.input_rows) == (1, 2)

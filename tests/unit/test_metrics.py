@@ -124,17 +124,17 @@ def value(metrics: list[Metric], name: str, **tags: str) -> float:
 
 def test_each_batch_is_counted_once_and_idle_reports_are_not_batches():
     ledger = ProgressLedger()
+    # Spark 4.3 gives an idle report the id of the batch that comes next
     reports = [
-        progress(-1),  # idle before the first batch (Spark reports the last executed id: -1)
+        progress(0),  # idle before the first batch
         progress(0, seconds=1, rows=40, durations=batch(200), end={0: 40}),
-        progress(0, seconds=11),  # idle: repeats batch 0
+        progress(1, seconds=11),  # idle after batch 0
         progress(1, seconds=12, rows=10, durations=batch(50), end={0: 50}),
     ]
-    q = FakeQuery(reports[:2])
-    ledger.update([q])
-    q.recentProgress = reports  # Spark's list grows; the ledger reads it again
-    ledger.update([q])
-    ledger.update([q])
+    q = FakeQuery([])
+    for n in (1, 2, 3, 4, 4):  # Spark's list grows; the ledger reads each state of it
+        q.recentProgress = reports[:n]
+        ledger.update([q])
     (fig,) = ledger.snapshot()
     assert (fig.input_rows, fig.batches) == (50, 2)
     assert [b.batch_id for b in fig.recent] == [0, 1]
@@ -147,7 +147,7 @@ def test_a_restarted_query_continues_its_batch_ids():
     first = FakeQuery([progress(0, rows=3, durations=batch(10), end={0: 3})])
     ledger.update([first])
     # the restart is a new StreamingQuery object with the same id; its list starts afresh
-    again = FakeQuery([progress(0), progress(1, seconds=2, rows=4, durations=batch(10))])
+    again = FakeQuery([progress(1), progress(1, seconds=2, rows=4, durations=batch(10))])
     ledger.update([again])
     assert ledger.totals() == (7, {})
 

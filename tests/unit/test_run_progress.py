@@ -4,6 +4,7 @@ plain objects with the fields of ``StreamingQueryProgress``)."""
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from types import SimpleNamespace
 
 import pytest
@@ -19,6 +20,7 @@ def progress(batch: int, *, name: str = "counts", rows: int = 100, latest=None, 
     return SimpleNamespace(
         id="8d1c",
         name=name,
+        timestamp=f"2026-01-01T00:00:{batch:02d}.000Z",
         batchId=batch,
         numInputRows=rows,
         processedRowsPerSecond=2500.4,
@@ -84,6 +86,28 @@ def test_json_mode_prints_every_completed_batch_once():
         "state_rows": 7005,
         "state_bytes": 3 * 1024 * 1024 + 2048,
     }
+
+
+def test_an_idle_report_is_no_batch_and_does_not_hide_the_next_one():
+    """Spark 4.3 gives an idle report (a trigger without new data) the next batch's id."""
+    idle = progress(1, rows=0)
+    idle.durationMs = {"triggerExecution": 2, "latestOffset": 2}
+    idle.processedRowsPerSecond = 0.0
+    idle.timestamp = "2026-01-01T00:00:00.500Z"
+    executed = [progress(0), progress(1)]
+    for mode in ("json", "lines"):
+        lines: list[str] = []
+        reporter = ProgressReporter(mode, lines.append, interval_s=0)
+        q = Query(executed[0])
+        reporter.update([q])
+        q.recentProgress.append(idle)
+        reporter.update([q])
+        q.recentProgress.append(executed[1])
+        reporter.update([q])
+        if mode == "json":
+            assert lines == [json.dumps(asdict(batch_figures(p))) for p in executed]
+        else:
+            assert lines == [batch_figures(p).line() for p in executed]
 
 
 def test_lines_mode_holds_lines_back_for_the_interval_and_shows_the_last_on_close():

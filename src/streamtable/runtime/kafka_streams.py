@@ -39,7 +39,7 @@ from streamtable.runtime.kafka_admin import KafkaAdmin
 from streamtable.runtime.kafka_sink import ForeachBatchSink
 from streamtable.runtime.librdkafka_config import librdkafka_settings
 from streamtable.runtime.metrics import Metric, application_metrics
-from streamtable.runtime.progress import ProgressLedger, caught_up, end_offsets
+from streamtable.runtime.progress import ProgressLedger, caught_up, end_offsets, executed
 from streamtable.runtime.query_errors import headline, is_transient
 from streamtable.runtime.repartition_topics import RepartitionPurger, ensure_repartition_topics
 from streamtable.runtime.starting_offsets import pending_batch_records
@@ -615,7 +615,11 @@ class KafkaStreams:
         with self._report_lock:
             for i, q in enumerate(list(self._queries)):
                 progress = q.lastProgress
-                if progress is None or progress["batchId"] <= self._reported.get(i, -1):
+                if (
+                    progress is None
+                    or not executed(progress)  # an idle report has the next batch's id
+                    or progress["batchId"] <= self._reported.get(i, -1)
+                ):
                     continue
                 self._reported[i] = progress["batchId"]
                 self._replica.batch_committed(self._plans[i].name, end_offsets(progress))

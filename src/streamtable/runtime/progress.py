@@ -80,41 +80,59 @@ def caught_up(query: Any, targets: dict[tuple[str, int], int]) -> bool:
     return bool(read_topics) or not targets
 
 
-def unseen_progress(query: Any, seen: Mapping[str, int]) -> list[Any]:
-    """``query``'s recent progress reports whose batch id is above the last one ``seen`` of
-    its query id (``-1`` when none), oldest first.
+def executed(progress: Any) -> bool:
+    """Whether ``progress`` reports an executed micro-batch (no-data batches included).
+
+    Spark (4.3, ``ProgressReporter.updateIdleness``) also posts a report when a trigger finds
+    no new data, at most every ``spark.sql.streaming.noDataProgressEventInterval`` (10 s): it
+    has no ``addBatch`` phase and carries the id the *next* batch will have, so a reader that
+    keys on batch ids must not take it for that batch.
+    """
+    return "addBatch" in (progress.durationMs or {})
+
+
+def unseen_progress(query: Any, read: Mapping[str, tuple[int, str]]) -> list[Any]:
+    """``query``'s recent progress reports newer than the newest one ``read`` of its query id,
+    oldest first.
 
     PySpark's ``StreamingQuery.recentProgress`` converts every report Spark keeps (up to
-    ``spark.sql.streaming.numRecentProgressUpdates``, 100 by default) with a Py4J call and a
+    ``spark.sql.streaming.numRecentProgressUpdates``, 100 by default) with Py4J calls and a
     JSON round trip each, at every call: 34 ms for 99 reports of a trivial query on this
     project's 2-core machines, and a monitor calls it five times a second. This reads the
-    batch ids of the newest reports only, back to the first one seen, and converts the unseen
-    ones. A query object without a JVM query (a test's stand-in) is read through
-    ``recentProgress``.
+    batch ids (and, at the newest batch id read, the timestamps) of the newest reports only,
+    back to the newest one read, and converts the newer ones. A query object without a JVM
+    query (a test's stand-in) is read through ``recentProgress``.
 
     Parameters
     ----------
     query : StreamingQuery
         A running or stopped query.
-    seen : Mapping[str, int]
-        Query id -> the last batch id already read.
+    read : Mapping[str, tuple[int, str]]
+        Query id -> ``(batchId, timestamp)`` of the newest report already read (the caller
+        records it from the last report returned).
 
     Returns
     -------
     list of StreamingQueryProgress
-        Idle reports (which repeat the last executed batch id) included.
+        Idle reports included (see :func:`executed`).
     """
     jsq = getattr(query, "_jsq", None)
     if jsq is None:
-        return [p for p in query.recentProgress if int(p.batchId) > seen.get(str(p.id), -1)]
+        return [
+            p
+            for p in query.recentProgress
+            if (int(p.batchId), str(p.timestamp)) > read.get(str(p.id), (-2, ""))
+        ]
     from pyspark.sql.streaming.listener import StreamingQueryProgress
 
-    after = seen.get(jsq.id().toString(), -1)
+    # timestamps are ISO-8601 UTC with milliseconds: their text order is their time order
+    after = read.get(jsq.id().toString(), (-2, ""))
     reports = jsq.recentProgress()  # a Java array: each element is fetched on its own
     unseen = []
     for i in range(len(reports) - 1, -1, -1):
         report = reports[i]
-        if report.batchId() <= after:
+        batch = report.batchId()
+        if batch < after[0] or (batch == after[0] and report.timestamp() <= after[1]):
             break
         unseen.append(report)
     return [StreamingQueryProgress.fromJson(json.loads(r.json())) for r in reversed(unseen)]
@@ -267,8 +285,6 @@ class _Running:
         for reason, n in dropped.items():
             self.dropped[reason] = self.dropped.get(reason, 0) + n
         durations = progress.durationMs or {}
-        if "addBatch" not in durations:
-            return  # a trigger that executed no batch (Spark's idle progress report)
         self.batches += 1
         batch = BatchFigures(
             batch_id=int(progress.batchId),
@@ -306,13 +322,14 @@ class ProgressLedger:
     """Accumulates the per-batch figures of every query (Spark keeps only recent progress).
 
     :meth:`update` is called often (the application's monitor thread, every
-    :meth:`KafkaStreams.metrics` call); each progress report is counted once: per query id,
-    only batches after the last one seen (a restarted query keeps its id and continues its
-    batch ids; Spark's idle reports repeat the last executed batch id).
+    :meth:`KafkaStreams.metrics` call); each executed batch is counted once: per query id,
+    only batches after the last one counted (a restarted query keeps its id and continues its
+    batch ids). Idle reports are read and not counted (see :func:`executed`).
     """
 
     def __init__(self) -> None:
-        self._last: dict[str, int] = {}
+        self._last: dict[str, int] = {}  # query id -> last executed batch counted
+        self._read: dict[str, tuple[int, str]] = {}  # query id -> newest report read
         self._queries: dict[str, _Running] = {}
         self._lock = threading.Lock()
 
@@ -320,9 +337,10 @@ class ProgressLedger:
         """Record the batches of ``queries`` not seen yet."""
         with self._lock:
             for q in queries:
-                for p in unseen_progress(q, self._last):
+                for p in unseen_progress(q, self._read):
                     qid, batch = str(p.id), int(p.batchId)
-                    if batch <= self._last.get(qid, -1):
+                    self._read[qid] = (batch, str(p.timestamp))
+                    if not executed(p) or batch <= self._last.get(qid, -1):
                         continue
                     self._last[qid] = batch
                     name = str(p.name or qid)
