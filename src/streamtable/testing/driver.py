@@ -36,6 +36,7 @@ from streamtable.config import StreamsConfig
 from streamtable.errors import StreamsError, TopologyError
 from streamtable.runtime.captured_output import read_captured
 from streamtable.runtime.file_sink import file_sink_writer
+from streamtable.runtime.progress import executed
 from streamtable.serde import Serde
 from streamtable.testing import driver_stores
 from streamtable.testing.driver_topics import (
@@ -403,5 +404,17 @@ class TopologyTestDriver:
         return driver_stores.open_store(self, name, "session")
 
     def batches_run(self) -> list[int]:
-        """Number of micro-batches each query ran (for tests of the per-record semantics)."""
-        return [(q.lastProgress or {}).get("batchId", -1) + 1 for q in self._queries]
+        """Number of micro-batches each query ran (for tests of the per-record semantics).
+
+        An idle progress report (no new data for ``noDataProgressEventInterval``) carries
+        the next batch's id (see :func:`streamtable.runtime.progress.executed`): that batch
+        has not run.
+        """
+        counts = []
+        for q in self._queries:
+            last = q.lastProgress
+            if last is None:
+                counts.append(0)
+            else:
+                counts.append(int(last.batchId) + (1 if executed(last) else 0))
+        return counts
