@@ -138,7 +138,7 @@ def test_cpu_figures_count_this_process_and_a_child_by_kind():
     assert abs(own - spent) <= 0.1, (own, spent, got)  # clock ticks are 10 ms
     workers = got["cores"]["python_workers"] * seconds
     assert 0.28 <= workers <= 1.0, got  # its 0.3 s, its start-up, nothing from before
-    # compiler threads are a JVM's (a test session may have started the broker and Spark)
-    assert all(kind.endswith("_jvm") for kind in got["jit_cores"]), got
+    # a JVM's compiler threads are part of its CPU (a test session runs JVMs of its own)
+    assert all(c <= got["cores"][kind] + 0.002 for kind, c in got["jit_cores"].items()), got
     cpus = os.cpu_count() or 1
     assert (own + workers) / (seconds * cpus) - 0.05 <= got["machine_busy_fraction"] <= 1, got

@@ -155,7 +155,7 @@ class KafkaStreams:
         self._changelogs: dict[str, Any] = {}
         self._unlogged: dict[str, str] = {}
         #: query index -> the last batch id reported to the replica
-        self._reported: dict[int, int] = {}
+        self._reported: dict[int, tuple[int, bool]] = {}  # query -> (batch id, executed)
         self._report_lock = threading.Lock()
         #: query index -> (first failure of the current streak, last restart) in monotonic s
         self._retrying: dict[int, tuple[float, float]] = {}
@@ -615,13 +615,15 @@ class KafkaStreams:
         with self._report_lock:
             for i, q in enumerate(list(self._queries)):
                 progress = q.lastProgress
-                if (
-                    progress is None
-                    or not executed(progress)  # an idle report has the next batch's id
-                    or progress["batchId"] <= self._reported.get(i, -1)
-                ):
+                if progress is None:
                     continue
-                self._reported[i] = progress["batchId"]
+                # an idle report (its offsets are committed too: a restarted query with no
+                # new input posts only those) carries the next batch's id: that batch, when
+                # it runs, is reported after it
+                seen = (int(progress["batchId"]), executed(progress))
+                if seen <= self._reported.get(i, (-1, True)):
+                    continue
+                self._reported[i] = seen
                 self._replica.batch_committed(self._plans[i].name, end_offsets(progress))
 
     def _restart_if_transient(self, index: int, exc: BaseException) -> bool:
