@@ -70,6 +70,19 @@ def _proc_table() -> dict[int, tuple[int, str]]:
     return out
 
 
+def _descendants(table: dict[int, tuple[int, str]]) -> list[int]:
+    """The pids of this process's descendants in ``table`` (:func:`_proc_table`)."""
+    children: dict[int, list[int]] = collections.defaultdict(list)
+    for pid, (ppid, _) in table.items():
+        children[ppid].append(pid)
+    todo, found = [os.getpid()], []
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
 def _status_kb(pid: int, field: str, file: str = "status") -> int:
     """``field`` (kB) of ``/proc/<pid>/<file>``, 0 when the process or the field is gone."""
     try:
@@ -89,17 +102,7 @@ def _classify(cmd: str) -> str:
         return "broker_jvm"
     if "SparkSubmit" in cmd or "pyspark-shell" in cmd:
         return "spark_jvm"
-    if any(
-        m in cmd
-        for m in (
-            "pyspark.daemon",
-            "pyspark.worker",
-            "pyspark/daemon",
-            # a local session's daemon (``spark.python.daemon.module``) and its forks
-            "streamtable.runtime.worker_daemon",
-            "streamtable.runtime.fork_server",
-        )
-    ):
+    if "pyspark.daemon" in cmd or "pyspark.worker" in cmd or "pyspark/daemon" in cmd:
         return "python_workers"
     return "other"
 
@@ -149,17 +152,9 @@ class MemorySampler:
 
     def sample(self) -> None:
         table = _proc_table()
-        children: dict[int, list[int]] = collections.defaultdict(list)
-        for pid, (ppid, _) in table.items():
-            children[ppid].append(pid)
-        todo, desc = [os.getpid()], []
-        while todo:
-            for c in children.get(todo.pop(), []):
-                desc.append(c)
-                todo.append(c)
         sums: dict[str, int] = collections.defaultdict(int)
         engine = 0
-        for pid in desc:
+        for pid in _descendants(table):
             cat = _classify(table[pid][1])
             sums[cat] += _status_kb(pid, "VmRSS")
             if cat in self.engine:
@@ -190,25 +185,28 @@ def _cpu_ticks(pid: int) -> tuple[int, int, dict[int, int]] | None:
     (user + system, in clock ticks; the process's own total includes its threads that have
     exited), or None when it is gone."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read().decode(errors="replace")
+        _, fields = _stat(f"/proc/{pid}/stat")
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
         return None
-    fields = stat.rsplit(")", 1)[1].split()
     # after the ")": state is field 3 of proc(5), so utime (14) is [11], starttime (22) [19]
     start, total = int(fields[19]), int(fields[11]) + int(fields[12])
     jit: dict[int, int] = {}
     for tid in tids:
         try:
-            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
-                tstat = f.read().decode(errors="replace")
+            name, tfields = _stat(f"/proc/{pid}/task/{tid}/stat")
         except OSError:
             continue
-        if tstat[tstat.find("(") + 1 : tstat.rfind(")")].startswith(_JIT_THREADS):
-            tfields = tstat.rsplit(")", 1)[1].split()
+        if name.startswith(_JIT_THREADS):
             jit[int(tid)] = int(tfields[11]) + int(tfields[12])
     return start, total, jit
+
+
+def _stat(path: str) -> tuple[str, list[str]]:
+    """The name and the fields after it of a ``/proc`` ``stat`` file (raises OSError)."""
+    with open(path, "rb") as f:
+        stat = f.read().decode(errors="replace")
+    return stat[stat.find("(") + 1 : stat.rfind(")")], stat.rsplit(")", 1)[1].split()
 
 
 def cpu_snapshot() -> dict[str, Any]:
@@ -216,15 +214,9 @@ def cpu_snapshot() -> dict[str, Any]:
     pid and start time, with its :func:`_classify` category), and the machine's busy and
     total ticks (``/proc/stat``); two of them make :func:`cpu_figures`."""
     table = _proc_table()
-    children: dict[int, list[int]] = collections.defaultdict(list)
-    for pid, (ppid, _) in table.items():
-        children[ppid].append(pid)
     procs: dict[tuple[int, int], tuple[str, int, dict[int, int]]] = {}
     me = os.getpid()
-    todo = [me]
-    while todo:
-        pid = todo.pop()
-        todo.extend(children.get(pid, []))
+    for pid in [me, *_descendants(table)]:
         ticks = _cpu_ticks(pid)
         if ticks is None:
             continue  # gone meanwhile

@@ -116,9 +116,9 @@ def test_cpu_figures_count_this_process_and_a_child_by_kind():
     )
     spent = time.process_time()  # this process's CPU, all its threads
     before = run.cpu_snapshot()
-    # its command line makes it a local session's Python worker daemon
+    # its command line ends as a local session's Python worker daemon's does
     child = subprocess.Popen(
-        [sys.executable, "-c", burn, "streamtable.runtime.worker_daemon"],
+        [sys.executable, "-c", burn, "streamtable.runtime.worker_daemon", "pyspark.worker"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
