@@ -14,6 +14,7 @@ from streamtable.cli import cli
 from streamtable.errors import ConfigError, StateDirLockedError, StreamtableError, TopologyError
 from streamtable.runtime.checkpoint import check_fingerprint, reset_command
 from streamtable.runtime.group_offsets import GroupOffsetCommitter, processed_offsets
+from streamtable.runtime.progress import end_offsets, latest_offsets
 from streamtable.runtime.internal_topics import (
     eos_group_prefix,
     internal_topic_name,
@@ -360,6 +361,32 @@ def test_processed_offsets_are_the_minimum_over_the_queries_reading_a_topic():
     assert processed_offsets([a, b]) == {("in", 0): 5, ("in", 1): 4, ("side", 0): 2}
     assert processed_offsets([a, None]) is None  # a query has not reported: unknown
     assert processed_offsets([]) == {}
+
+
+def test_a_topic_read_by_two_sources_of_one_query_counts_as_processed_up_to_the_smaller():
+    """A stream merged with a branch of itself is two Kafka sources of one topic, each with
+    its own end offsets: the offset to commit (and to purge a repartition topic up to) is the
+    one both have read, not the last source's.
+    """
+    both = progress({"rep": {"0": 100, "1": 9}}, {"rep": {"0": 105, "1": 7}})
+    assert processed_offsets([both]) == {("rep", 0): 100, ("rep", 1): 7}
+    assert end_offsets(both) == {("rep", 0): 100, ("rep", 1): 7}
+    latest = SimpleNamespace(
+        sources=[
+            SimpleNamespace(latestOffset=json.dumps({"rep": {"0": 110}})),
+            SimpleNamespace(latestOffset=json.dumps({"rep": {"0": 108}})),
+        ]
+    )
+    assert latest_offsets(latest) == {("rep", 0): 110}
+
+
+def test_checkpoint_positions_of_a_topic_read_by_two_sources_are_the_smaller(tmp_path):
+    _spark_checkpoint(
+        tmp_path / "sink-a",
+        {0: [{"rep": {"0": 100, "1": 9}}, {"rep": {"0": 105, "1": 7}}]},
+        committed=[0],
+    )
+    assert query_checkpoint_positions(tmp_path / "sink-a") == {"rep": {0: 100, 1: 7}}
 
 
 def test_group_offsets_commit_only_changes_and_use_the_group_id():

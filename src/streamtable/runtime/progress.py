@@ -16,20 +16,27 @@ from streamtable.compiler.metrics_names import METRIC_PREFIX
 def end_offsets(progress: Any) -> dict[tuple[str, int], int]:
     """``(topic, partition) -> end offset`` of a ``StreamingQueryProgress``'s Kafka sources
     (the next offset each partition will be read from).
+
+    A query can read one topic through several sources (a stream merged with, or joined to, a
+    branch of itself): each source fetches its own end of the partition, so their offsets may
+    differ. A partition's offset here is the smallest, the one every source has read up to.
     """
     out: dict[tuple[str, int], int] = {}
     for source in progress.sources:
-        out.update(kafka_offsets(source.endOffset))
+        for tp, off in kafka_offsets(source.endOffset).items():
+            out[tp] = min(off, out.get(tp, off))
     return out
 
 
 def latest_offsets(progress: Any) -> dict[tuple[str, int], int]:
     """``(topic, partition) -> latest offset`` of a ``StreamingQueryProgress``'s Kafka sources:
-    the end of each partition when the micro-batch was planned.
+    the end of each partition when the micro-batch was planned (the largest over the sources
+    that read it).
     """
     out: dict[tuple[str, int], int] = {}
     for source in progress.sources:
-        out.update(kafka_offsets(source.latestOffset))
+        for tp, off in kafka_offsets(source.latestOffset).items():
+            out[tp] = max(off, out.get(tp, off))
     return out
 
 

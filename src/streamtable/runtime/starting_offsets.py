@@ -191,7 +191,10 @@ def batch_positions(query_dir: str | os.PathLike[str], batch: int) -> Positions:
         for topic, parts in source.items():
             if isinstance(parts, dict):
                 for p, off in parts.items():
-                    out.setdefault(topic, {})[int(p)] = int(off)
+                    # several sources of one topic (a stream merged with a branch of itself):
+                    # the smallest offset, up to which every one of them has read
+                    known = out.setdefault(topic, {})
+                    known[int(p)] = min(int(off), known.get(int(p), int(off)))
     return out
 
 
