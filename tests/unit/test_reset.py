@@ -14,13 +14,13 @@ from streamtable.cli import cli
 from streamtable.errors import ConfigError, StateDirLockedError, StreamtableError, TopologyError
 from streamtable.runtime.checkpoint import check_fingerprint, reset_command
 from streamtable.runtime.group_offsets import GroupOffsetCommitter, processed_offsets
-from streamtable.runtime.progress import end_offsets, latest_offsets
 from streamtable.runtime.internal_topics import (
     eos_group_prefix,
     internal_topic_name,
     is_eos_group,
     is_internal_topic,
 )
+from streamtable.runtime.progress import end_offsets, latest_offsets
 from streamtable.runtime.reset import parse_input_topics, parse_reset_datetime, reset_application
 from streamtable.runtime.starting_offsets import (
     STARTING_OFFSETS_FILE,
