@@ -210,6 +210,18 @@ def test_session_without_grace_does_not_merge_a_closed_session():
     assert run.late == []
 
 
+@pytest.mark.parametrize("grace", [0, 1])
+def test_session_record_exactly_one_gap_later_extends_the_session(grace):
+    # gap 10: the record at 10 finds [0, 0] (findSessions(ts - gap, ts + gap), both bounds
+    # inclusive); with no grace too, as the store hides sessions by the stream time it has
+    # seen (0), not by the stream time this record makes (10)
+    run = drive(
+        kernel_for(SessionWindowSpec(10, grace), "list"), [(b"A", 0, 1), (b"A", 10, 2)], "each"
+    )
+    assert windows_of(run) == {(0, 10): [1, 2]}
+    assert run.late == []
+
+
 def test_session_merge_order_initializer_merger_aggregator():
     # KStreamSessionWindowAggregate: agg = initializer(); agg = merger(key, agg, session) for
     # each found session in store order (end, start); then aggregator(key, value, agg)

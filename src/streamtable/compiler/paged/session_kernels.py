@@ -6,8 +6,11 @@ For each record at ``ts`` (in arrival order), as Kafka Streams' processor does:
   ``st - gap - grace``;
 - the key's sessions ending at or after ``ts - gap`` and starting at or before ``ts + gap`` are
   found, in the session store's order (end, then start), among those the store still returns:
-  a session store hides sessions ending at or before ``st - retention`` (retention defaults to
-  gap + grace, measured against the session's end);
+  a session store hides sessions ending at or before its observed stream time minus the
+  retention (retention defaults to gap + grace, measured against the session's end), a time
+  that does not include the record being processed yet (``AbstractSegmentedBytesStore``
+  advances it on ``put``): with no grace, a record exactly one gap after a session's end still
+  finds and extends it;
 - the aggregate starts from ``initializer()`` and each found session's aggregate is merged in,
   ``merger(key, agg, session_agg)``; the merged window spans the record and the found sessions;
 - if the merged window ends before the close time the record is dropped (counted once, for the
@@ -27,10 +30,13 @@ merged-away session that was already released stays released (its tombstone is d
 merged session is released when it closes, and a session changed at exactly its close time is
 released again at once (:class:`~.sliding_kernels.BoundaryEmitKernel`).
 
-Limit: "released before the record" is judged by the stream time before the record, which is
-taken as ``st - 1`` when the record carries the largest timestamp so far; a record that ties the
-largest timestamp of another key's record is treated as if it were ahead of it. This matters only
-for a session changed at exactly its close time (grace 0 and a retention above the gap).
+Limit: "released before the record" and what the store still returns are judged by the stream
+time before the record, which is taken as ``st - 1`` when the record carries the largest
+timestamp so far; a record that ties the largest timestamp of another key's record is treated
+as if it were ahead of it. This matters only for a session changed at exactly its close time
+(grace 0 and a retention above the gap), and for a record exactly one gap after its key's
+session that ties another key's newer record with no grace (Kafka Streams' store has then seen
+that record, and hides the session).
 """
 
 from __future__ import annotations
@@ -121,10 +127,16 @@ class SessionWindowKernel(BoundaryEmitKernel):
         changed: dict[tuple[int, int], Rec] = {}
         finals: list[Out] = []
         low = meta.get("low")
+        # the latest session end put: the store has seen at least that time
+        seen = max((e for _, e in sessions), default=None)
         for rec, value in zip(records, values, strict=True):
             ts = rec.ts
             st = self.stream_time(rec, low)
-            visible_from = st - retention + 1
+            before = time_before(rec, st)
+            if seen is not None and seen > before:
+                before = seen  # a record of this key at the same largest timestamp came first
+            # the store hides by the time it has seen, which this record is not part of yet
+            visible_from = before - retention + 1
             earliest_end = max(ts - gap, visible_from)
             found = sorted(
                 ((s, e) for s, e in sessions if e >= earliest_end and s <= ts + gap),
@@ -138,7 +150,6 @@ class SessionWindowKernel(BoundaryEmitKernel):
             if end < st - gap - w.grace_ms:
                 self.drop_late(rec, start, end)
                 continue
-            before = time_before(rec, st)
             merged = (start, end)
             # the found sessions change; so does a session the store no longer returns that
             # has the merged window (the put overwrites it)
@@ -152,6 +163,7 @@ class SessionWindowKernel(BoundaryEmitKernel):
                     changed[window] = rec
             agg = self.fold(key, value, agg, rec)
             session = sessions.get(merged)
+            seen = end if seen is None else max(seen, end)
             if session is None:
                 session = sessions[merged] = [agg, end, False]
                 self.schedule(meta, start, end)
