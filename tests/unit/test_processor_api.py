@@ -137,6 +137,35 @@ def test_records_then_stream_time_punctuation_once_per_advance_aligned_to_the_in
     assert outs == [("a", 3, 12)]
 
 
+class TwoSchedules(Processor):
+    """Schedules every 10 ms, then every 3 ms, of stream time; each punctuation forwards its
+    name.
+    """
+
+    def init(self, context):
+        self.context = context
+        for name, ms in (("every-10", 10), ("every-3", 3)):
+            context.schedule(
+                timedelta(milliseconds=ms),
+                PunctuationType.STREAM_TIME,
+                lambda ts, name=name: context.forward(Record(name, name, ts)),
+            )
+
+    def process(self, record):
+        pass
+
+
+def test_due_punctuations_fire_earliest_due_first_not_in_schedule_order():
+    # Kafka Streams' PunctuationQueue is a priority queue by due time: at stream time 25 the
+    # 3 ms schedule (due at 3) fires before the 10 ms one (due at 10), although scheduled last
+    page = Page(spec(TwoSchedules))
+    outs, _ = page.run([rec("a", 0, 0)])
+    assert outs == [("every-10", "every-10", 0), ("every-3", "every-3", 0)]  # both due at 0
+    outs, _ = page.run([rec("a", 25, 1)])
+    assert outs == [("every-3", "every-3", 25), ("every-10", "every-10", 25)]
+    assert [s.next for s in page.schedules] == [30, 27]
+
+
 def test_wall_clock_punctuation_one_interval_after_init_then_aligned():
     page = Page(spec())
     page.run([], wall_clock=1_000)  # first run: init schedules wall clock at 1_060

@@ -336,8 +336,14 @@ def run_page(
         ctx.stream_time = stream_time_after
     ctx._seq = 0
     for kind, now in ((STREAM_TIME, ctx.stream_time), (WALL_CLOCK_TIME, wall_clock)):
-        for state, punctuator in ctx.schedules:
-            if state.kind != kind or not state.due_at(now):
+        # the earliest due first, as Kafka Streams' PunctuationQueue (a priority queue by due
+        # time); ties in the order of schedule()
+        due = sorted(
+            (sp for sp in ctx.schedules if sp[0].kind == kind and sp[0].due_at(now)),
+            key=lambda sp: sp[0].next,
+        )
+        for state, punctuator in due:
+            if not state.due_at(now):  # cancelled by a punctuator that fired before it
                 continue
             assert now is not None
             ctx.timestamp = now
