@@ -323,3 +323,18 @@ def test_process_output_is_repartitioned_before_grouping_but_process_values_is_n
     s.process_values(Counter).group_by_key().count().to_stream().to("b")
     text = str(b.build().describe())
     assert text.count("-repartition") == 2  # sink and source of one repartition topic
+
+
+def test_a_window_store_retaining_duplicates_keeps_them_across_micro_batches():
+    # each micro-batch opens the page's store anew over the same bytes; the duplicates'
+    # sequence number lives with them (Kafka Streams' seqnum lives as long as the store), so a
+    # later batch's duplicate does not overwrite an earlier one
+    from streamtable.processor.window_stores import WindowBytesStoreSupplier, WindowStore
+
+    supplier = WindowBytesStoreSupplier.of("joins", 100, 10, True, True)
+    data: dict = {}
+    WindowStore(supplier, data, S, L).put("a", 1, 0)
+    second = WindowStore(supplier, data, S, L)
+    second.put("a", 2, 0)
+    second.put("a", 3, 0)
+    assert WindowStore(supplier, data, S, L).fetch("a", 0, 0) == [(0, 1), (0, 2), (0, 3)]

@@ -183,7 +183,6 @@ class WindowStore:
         self._data = data
         self._key_serde = key_serde
         self._value_serde = value_serde
-        self._seq = 0
         self._advanced = False
         #: ``on_change(key bytes, value bytes or None)`` after each write (the changelog)
         self.on_change: Callable[[bytes, bytes | None], None] | None = None
@@ -201,7 +200,16 @@ class WindowStore:
 
     def _observed(self) -> int | None:
         raw = self._data.get(_OBSERVED)
-        return None if raw is None else _TS.unpack(raw)[0]
+        return None if raw is None else _TS.unpack_from(raw)[0]
+
+    def _next_seq(self) -> int:
+        """The next duplicate's sequence number, kept beside the observed time for the store's
+        life (Kafka Streams' ``seqnum``: ``(seqnum + 1) & 0x7FFFFFFF``), not per micro-batch.
+        """
+        raw = self._data[_OBSERVED]
+        seq = ((_SEQ.unpack_from(raw, 8)[0] if len(raw) > 8 else 0) + 1) & 0x7FFFFFFF
+        self._data[_OBSERVED] = raw[:8] + _SEQ.pack(seq)
+        return seq
 
     def _expired_before(self) -> int | None:
         """Windows starting at or before this are expired."""
@@ -213,7 +221,7 @@ class WindowStore:
         start = int(window_start_timestamp)
         observed = self._observed()
         if observed is None or start > observed:
-            self._data[_OBSERVED] = _TS.pack(start)
+            self._data[_OBSERVED] = _TS.pack(start) + self._data.get(_OBSERVED, b"")[8:]
             self._advanced = True
         expired = self._expired_before()
         if expired is not None and start <= expired:
@@ -221,8 +229,7 @@ class WindowStore:
         if self._supplier.retain_duplicates:
             if value is None:
                 return
-            self._seq += 1
-            kb = window_key(self._key(key), start, self._seq)
+            kb = window_key(self._key(key), start, self._next_seq())
         else:
             kb = window_key(self._key(key), start)
         vb = None if value is None else self._value_serde.serialize(value)
