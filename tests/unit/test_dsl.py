@@ -273,12 +273,29 @@ def test_build_without_output_is_refused():
             r"until_window_closes needs a strict buffer.*untilWindowCloses takes only a "
             r"StrictBufferConfig",
         ),
+        (
+            # maxRecords is an EagerBufferConfig in Kafka Streams: untilWindowCloses does not
+            # take it (a compile error there)
+            lambda: Suppressed.until_window_closes(BufferConfig.max_records(5)),
+            r"until_window_closes needs a strict buffer: use BufferConfig.unbounded\(\) or "
+            r"....shut_down_when_full\(\)",
+        ),
         (lambda: BufferConfig.max_bytes(0), "BufferConfig.max_bytes must be a positive int"),
     ],
 )
 def test_bad_windows(make, message):
     with pytest.raises(TopologyError, match=message):
         make()
+
+
+def test_bounded_buffers_emit_early_when_full_unless_told_to_shut_down():
+    # Kafka Streams' BufferConfig.maxRecords/maxBytes give an EagerBufferConfig
+    assert BufferConfig.max_records(5).emit_early and BufferConfig.max_bytes(5).emit_early
+    assert not BufferConfig.unbounded().emit_early
+    assert Suppressed.until_time_limit(10, BufferConfig.max_records(5)).spec().emit_early
+    strict = BufferConfig.max_records(5).shut_down_when_full()
+    spec = Suppressed.until_window_closes(strict).spec()
+    assert (spec.max_records, spec.emit_early) == (5, False)
 
 
 @pytest.mark.parametrize(

@@ -433,7 +433,8 @@ def test_session_emit_final_hidden_session_overwritten():
 
 
 def test_a_full_final_results_buffer_stops_the_application():
-    """Suppressed.until_window_closes(BufferConfig.max_records(n)) shuts down when full."""
+    """Suppressed.until_window_closes(BufferConfig.max_records(n).shut_down_when_full())
+    shuts down when full."""
     import pickle as _pickle
 
     from streamtable.compiler.codecs import PickleCodec, SerdeCodec

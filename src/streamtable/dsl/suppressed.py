@@ -19,18 +19,21 @@ class BufferConfig:
     """How much a suppression may buffer, and what happens when it is full.
 
     ``max_records``/``max_bytes`` bound the buffer (``None``: no bound). When a bound is
-    exceeded the application stops with an error (``shut_down_when_full``, the default for
-    bounded buffers), or the oldest buffered keys are emitted early (``emit_early_when_full``;
-    not allowed with ``until_window_closes``, whose results must be final). Bytes are counted
-    as the encoded key and value sizes.
+    exceeded the oldest buffered keys are emitted early (``emit_early_when_full``, what
+    ``max_records``/``max_bytes`` give, as Kafka Streams' ``maxRecords``/``maxBytes`` give an
+    ``EagerBufferConfig``; not allowed with ``until_window_closes``, whose results must be
+    final), or the application stops with an error (``shut_down_when_full``, Kafka Streams'
+    ``StrictBufferConfig``). Bytes are counted as the encoded key and value sizes.
 
     The bound applies to the whole operator: its state is split into pages and each page may
     hold ``ceil(bound / pages)``.
 
     Examples
     --------
-    >>> BufferConfig.max_records(1000).emit_early_when_full()
+    >>> BufferConfig.max_records(1000)
     BufferConfig(records=1000, bytes=None, emit_early=True)
+    >>> BufferConfig.max_records(1000).shut_down_when_full()  # for until_window_closes
+    BufferConfig(records=1000, bytes=None, emit_early=False)
     """
 
     records: int | None = None
@@ -44,25 +47,27 @@ class BufferConfig:
 
     @classmethod
     def max_records(cls, n: int) -> BufferConfig:
-        """At most ``n`` buffered keys (``BufferConfig.maxRecords``).
+        """At most ``n`` buffered keys, the oldest emitted early when full
+        (``BufferConfig.maxRecords``, an ``EagerBufferConfig``).
 
         Raises
         ------
         TopologyError
             If ``n`` is not a positive int.
         """
-        return cls(records=_positive(n, "BufferConfig.max_records"))
+        return cls(records=_positive(n, "BufferConfig.max_records"), emit_early=True)
 
     @classmethod
     def max_bytes(cls, n: int) -> BufferConfig:
-        """At most ``n`` bytes of buffered keys and values (``BufferConfig.maxBytes``).
+        """At most ``n`` bytes of buffered keys and values, the oldest emitted early when
+        full (``BufferConfig.maxBytes``, an ``EagerBufferConfig``).
 
         Raises
         ------
         TopologyError
             If ``n`` is not a positive int.
         """
-        return cls(bytes=_positive(n, "BufferConfig.max_bytes"))
+        return cls(bytes=_positive(n, "BufferConfig.max_bytes"), emit_early=True)
 
     def with_max_records(self, n: int) -> BufferConfig:
         """A copy with a record bound added (``withMaxRecords``)."""
@@ -114,7 +119,9 @@ class Suppressed:
         Raises
         ------
         TopologyError
-            If ``buffer_config`` emits early when full (final results cannot be early).
+            If ``buffer_config`` emits early when full (final results cannot be early), as
+            ``BufferConfig.max_records(n)`` and ``max_bytes(n)`` do unless followed by
+            ``shut_down_when_full()``.
         """
         cfg = buffer_config or BufferConfig.unbounded()
         if cfg.emit_early:
