@@ -126,6 +126,26 @@ def test_three_levels_give_two_cuts_with_kafka_streams_partition_counts():
     }
 
 
+def test_a_global_tables_topic_does_not_size_repartition_topics():
+    # Kafka Streams: a global table belongs to the global topology, not to the sub-topology
+    # that joins it, so its topic's partitions count for neither the tasks nor the topics
+    b = StreamsBuilder()
+    products = b.global_table("products", key_serde=S, value_serde=S)
+    (
+        b.stream("orders", key_serde=S, value_serde=S)
+        .join(products, lambda order_key, order: order, lambda order, product: product)
+        .group_by(lambda k, product: product, key_serde=S, value_serde=S, name="by-product")
+        .count(name="per-product")
+        .to_stream()
+        .to("out", value_serde=L)
+    )
+    graph, cuts = cut_topology(b.build().graph, "app")
+    assert [c.topic for c in cuts] == ["app-by-product-repartition"]
+    assert repartition_partitions(graph, cuts, {"orders": 3, "products": 12}) == {
+        "app-by-product-repartition": 3
+    }
+
+
 def test_missing_repartition_serde_names_the_aggregation_topic_and_argument():
     topology = clicks_per_region(value_serde=None)
     with pytest.raises(TopologyError) as e:

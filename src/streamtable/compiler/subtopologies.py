@@ -322,7 +322,10 @@ def repartition_partitions(
 
 
 def read_topics(graph: GraphSnapshot, name: str) -> list[str]:
-    """The topics read by the sources above ``name``."""
+    """The topics read by the sources above ``name``: those whose partitions make its
+    sub-topology's tasks, so not a global table's (Kafka Streams reads those in its global
+    topology, outside every task).
+    """
     topics: list[str] = []
     seen: set[str] = set()
     todo = [name]
@@ -334,7 +337,7 @@ def read_topics(graph: GraphSnapshot, name: str) -> list[str]:
         node = graph.by_name[n]
         if isinstance(node, SourceNode):
             topics.extend(node.topics)
-        elif isinstance(node, TableSourceNode):
+        elif isinstance(node, TableSourceNode) and not node.is_global:
             topics.append(node.topic)
         todo.extend(node.parents)
     return topics
