@@ -296,8 +296,8 @@ class KafkaAdmin:
                 return
             raise StreamtableError(
                 f"Could not create the internal topic {name!r}: {e}. Create it yourself "
-                "(1 partition) or grant the application CREATE on topics prefixed by its "
-                "application.id."
+                f"({partitions} partition{'' if partitions == 1 else 's'}) or grant the "
+                "application CREATE on topics prefixed by its application.id."
             ) from None
 
     def delete_records(self, before: Mapping[tuple[str, int], int]) -> None:
