@@ -89,6 +89,7 @@ def make_streams() -> FakeStreams:
         for k, v in data.items():
             replica._state.stores[name][ks.serialize(k)] = vs.serialize(v)
     replica._state.positions["q"] = {("clicks", 0): 41, ("clicks", 1): 7}
+    replica._state.restoring.clear()  # read to the end, as its consumer thread marks it
     return FakeStreams(replica, infos)
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from streamtable import Position, PositionBound, Serdes
 from streamtable.compiler.changelog import ChangelogInfo
-from streamtable.errors import StreamsError
+from streamtable.errors import InvalidStateStoreException, StreamsError
 from streamtable.state.queries import ReadOnlyKeyValueStore
 from streamtable.state.replica import StoreReplica
 
@@ -75,11 +75,54 @@ class Changelog:
         ]
 
 
+def restored(rep):
+    """``rep`` with its (empty) changelogs read to their end, as its consumer thread marks
+    them at start; the tests then feed it records.
+    """
+    assignment = [
+        TP(info.topic, p) for info in rep.changelogs.values() for p in range(info.partitions)
+    ]
+    rep._restore(Changelog(), assignment)
+    assert not rep._state.restoring
+    return rep
+
+
 def replica(key_serde, value_serde, partitions=1):
     info = ChangelogInfo(
         "s", "app-s-changelog", partitions, "key_value", key_serde, value_serde, "q"
     )
-    return StoreReplica("unused:9092", {"s": info}), info
+    return restored(StoreReplica("unused:9092", {"s": info})), info
+
+
+def test_a_store_is_not_queryable_until_its_changelog_is_read_to_the_end_it_had_at_start():
+    """After a restart the replica reads each changelog from its beginning; until it has
+    reached the end offsets of its start it raises, as Kafka Streams does for a store whose
+    task is restoring, instead of answering from part of the store.
+    """
+    s = Serdes.string()
+    info = ChangelogInfo("s", "app-s-changelog", 2, "key_value", s, s, "q")
+    rep = StoreReplica("unused:9092", {"s": info})
+    store = ReadOnlyKeyValueStore(info, rep)
+    with pytest.raises(
+        InvalidStateStoreException,
+        match=r"Store 's' is restoring from its changelog topic 'app-s-changelog' \(its "
+        r"changelog's end offsets are not known yet\)\. Retry shortly, or wait for a position",
+    ):
+        store.get("a")
+    kafka = Changelog()
+    kafka.end = {(info.topic, 0): 3, (info.topic, 1): 1}
+    assignment = [TP(info.topic, 0), TP(info.topic, 1)]
+    rep._apply([Msg(info.topic, 0, 0, b"a", b"1"), Msg(info.topic, 0, 1, b"b", b"1")])
+    kafka.read_to = {(info.topic, 0): 2}
+    rep._restore(kafka, assignment)
+    with pytest.raises(InvalidStateStoreException, match=r"\(2 of 4 changelog offsets read\)"):
+        store.all()
+    assert store.position() == Position.empty()  # the position stays readable
+    rep._apply([Msg(info.topic, 0, 2, b"a", None), Msg(info.topic, 1, 0, b"c", b"2")])
+    kafka.read_to = {(info.topic, 0): 3, (info.topic, 1): 1}
+    kafka.end = {(info.topic, 0): 5, (info.topic, 1): 1}  # later writes: not waited for
+    rep._restore(kafka, assignment)
+    assert store.all() == [("b", "1"), ("c", "2")]
 
 
 def test_keys_iterate_in_serialized_byte_order_as_in_kafka_streams_stores():
@@ -189,7 +232,7 @@ def test_window_store_fetches_follow_kafka_streams_window_key_schema():
 
     s, longs = Serdes.string(), Serdes.long()
     info = ChangelogInfo("w", "app-w-changelog", 1, "window", s, longs, "q", window_size_ms=10)
-    rep = StoreReplica("unused:9092", {"w": info})
+    rep = restored(StoreReplica("unused:9092", {"w": info}))
     rows = [("a", 0, 1), ("a", 10, 2), ("a", 20, 3), ("ab", 10, 7), ("b", 10, 5)]
     rep._apply(
         [
@@ -225,7 +268,7 @@ def test_session_store_fetch_and_find_sessions_follow_kafka_streams():
 
     s, longs = Serdes.string(), Serdes.long()
     info = ChangelogInfo("ss", "app-ss-changelog", 1, "session", s, longs, "q")
-    rep = StoreReplica("unused:9092", {"ss": info})
+    rep = restored(StoreReplica("unused:9092", {"ss": info}))
 
     def key(k, start, end):
         return k.encode() + struct.pack(">qq", end, start)

@@ -163,8 +163,7 @@ class ReplicaView:
 
     def position(self) -> Position:
         """The input this store's replica reflects now (IQv2 ``Position``)."""
-        _, pos = self._replica.read(self.name, lambda store: None)
-        return Position(pos)
+        return Position(self._replica.position(self.name))
 
     def wait_for(
         self, bound: PositionBound, timeout: timedelta = timedelta(seconds=30)

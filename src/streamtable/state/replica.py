@@ -9,6 +9,10 @@ queries therefore read a replica that a consumer thread keeps from each store's 
   ``exactly_once_v2`` the replica holds committed micro-batches only, each whole;
 - each store is a sorted map of serialized key -> serialized value (Kafka Streams' stores order
   keys by their bytes too); a ``None`` value (tombstone) deletes the key;
+- a store is **restoring** until the replica has read each of its changelog partitions up to
+  the end it had when the replica started (after a restart, the whole store again): reads
+  raise :class:`~streamtable.errors.InvalidStateStoreException` meanwhile, as Kafka Streams'
+  stores of a task that is still restoring do, rather than answer from part of the store;
 - the **position** is what Kafka Streams' IQv2 calls ``Position``: per source topic partition,
   the offset up to which the replica reflects the input. The runtime reports each committed
   micro-batch with its source end offsets (:meth:`StoreReplica.batch_committed`); the replica
@@ -31,7 +35,7 @@ from typing import Any, TypeVar
 from sortedcontainers import SortedDict
 
 from streamtable.compiler.changelog import ChangelogInfo
-from streamtable.errors import StreamsError
+from streamtable.errors import InvalidStateStoreException, StreamsError
 
 __all__ = ["StoreReplica"]
 
@@ -61,6 +65,9 @@ class _State:
     #: query -> its position (the queries writing changelogs advance separately)
     positions: dict[str, Offsets] = field(default_factory=dict)
     pending: list[_Pending] = field(default_factory=list)
+    #: store -> its changelog (topic, partition) -> end offset at start, until read up to it;
+    #: None until those ends are known
+    restoring: dict[str, dict[tuple[str, int], int] | None] = field(default_factory=dict)
 
 
 class StoreReplica:
@@ -96,7 +103,10 @@ class StoreReplica:
             "auto.offset.reset": "earliest",
         }
         self._topic_store = {c.topic: c.store for c in self.changelogs.values()}
-        self._state = _State(stores={name: SortedDict() for name in self.changelogs})
+        self._state = _State(
+            stores={name: SortedDict() for name in self.changelogs},
+            restoring=dict.fromkeys(self.changelogs),
+        )
         self._cond = threading.Condition()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -136,11 +146,45 @@ class StoreReplica:
         """``fn(the store's map)`` under the replica's lock, and the store's position then.
 
         ``fn`` must copy what it returns: the map changes as soon as the lock is released.
+
+        Raises
+        ------
+        InvalidStateStoreException
+            While the store is restoring (see the module doc).
+        StreamsError
+            If the replica stopped reading.
         """
         with self._cond:
             self._raise_if_failed()
-            position = self._state.positions.get(self.changelogs[store].query, {})
-            return fn(self._state.stores[store]), dict(position)
+            if store in self._state.restoring:
+                raise InvalidStateStoreException(self._restoring_message(store))
+            return fn(self._state.stores[store]), self.position(store)
+
+    def position(self, store: str) -> Offsets:
+        """The store's position (empty while it is restoring).
+
+        Raises
+        ------
+        StreamsError
+            If the replica stopped reading.
+        """
+        with self._cond:
+            self._raise_if_failed()
+            return dict(self._state.positions.get(self.changelogs[store].query, {}))
+
+    def _restoring_message(self, store: str) -> str:
+        ends = self._state.restoring[store]
+        if ends is None:
+            read = "its changelog's end offsets are not known yet"
+        else:
+            done = sum(min(self._state.consumed.get(tp, 0), end) for tp, end in ends.items())
+            read = f"{done} of {sum(ends.values())} changelog offsets read"
+        return (
+            f"Store {store!r} is restoring from its changelog topic "
+            f"{self.changelogs[store].topic!r} ({read}). Retry shortly, or wait for a "
+            "position with wait_for() (Kafka Streams raises InvalidStateStoreException for a "
+            "store that is still restoring too)."
+        )
 
     def wait_for(self, store: str, bound: Offsets, timeout_s: float) -> Offsets:
         """Block until the position of ``store`` reaches ``bound`` on each of its partitions.
@@ -197,6 +241,8 @@ class StoreReplica:
             while not self._stop.is_set():
                 msgs = consumer.consume(num_messages=5000, timeout=0.1)
                 self._apply(msgs)
+                if self._state.restoring:
+                    self._restore(consumer, assignment)
                 self._advance(consumer, assignment)
         except BaseException as e:  # surfaced to every reader
             log.error("streamtable: the stores' replica failed: %s", e)
@@ -223,6 +269,55 @@ class StoreReplica:
                     store.pop(key, None)
                 else:
                     store[key] = value
+
+    def _restore(self, consumer: Any, assignment: list[Any]) -> None:
+        """Read the changelogs' end offsets once; end the stores' restoration as the replica
+        reaches them.
+        """
+        from confluent_kafka import KafkaException
+
+        st = self._state
+        if any(ends is None for ends in st.restoring.values()):
+            try:
+                ends = {
+                    (tp.topic, tp.partition): consumer.get_watermark_offsets(
+                        tp, timeout=10, cached=False
+                    )[1]
+                    for tp in assignment
+                }
+            except KafkaException as e:
+                if e.args[0].fatal():
+                    raise
+                log.info("streamtable: the stores' replica retries end offsets: %s", e)
+                return
+            with self._cond:
+                for store in st.restoring:
+                    topic = self.changelogs[store].topic
+                    st.restoring[store] = {tp: o for tp, o in ends.items() if tp[0] == topic}
+        positions = {
+            (tp.topic, tp.partition): tp.offset
+            for tp in consumer.position(assignment)
+            if tp.offset >= 0
+        }
+        with self._cond:
+            for tp, off in positions.items():
+                st.consumed[tp] = max(st.consumed.get(tp, 0), off)
+            if self._end_restores():
+                self._cond.notify_all()
+
+    def _end_restores(self) -> bool:
+        """End the restoration of the stores read up to their ends (under the lock); whether
+        one ended.
+        """
+        st = self._state
+        restored = [
+            store
+            for store, ends in st.restoring.items()
+            if ends is not None and all(st.consumed.get(tp, 0) >= end for tp, end in ends.items())
+        ]
+        for store in restored:
+            del st.restoring[store]
+        return bool(restored)
 
     def _advance(self, consumer: Any, assignment: list[Any]) -> None:
         """Read the end offsets of newly committed batches; move the position past the
@@ -254,6 +349,11 @@ class StoreReplica:
             st = self._state
             for tp, off in positions.items():
                 st.consumed[tp] = max(st.consumed.get(tp, 0), off)
+            # a batch's changelog ends come after the ends restoration waits for: a store whose
+            # position moves has ended its restoration, here, before a reader can see it move
+            self._end_restores()
+            if any(ends is None for ends in st.restoring.values()):
+                return  # the ends of restoration are not known yet
             done = 0
             for p in st.pending:
                 if p.targets is None or any(
