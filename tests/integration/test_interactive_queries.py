@@ -386,3 +386,50 @@ def test_a_built_in_reducer_runs_as_sparks_aggregation_with_the_python_folds_res
     assert last_ts == latest_ts
     outputs = {k.decode(): serde.deserialize(v) for k, v, _ in read_topic(bs, out)}
     assert outputs == want
+
+
+def test_a_replica_answers_only_once_its_changelog_is_read_to_the_end(kafka_broker):
+    """After a restart the replica reads each changelog from its beginning (a real broker and
+    changelog here, no Spark): every read before it has reached the end the changelog had at
+    its start raises, as Kafka Streams does for a store whose task is restoring; no read
+    answers from part of the store.
+    """
+    from streamtable.compiler.changelog import ChangelogInfo
+    from streamtable.state.queries import ReadOnlyKeyValueStore
+    from streamtable.state.replica import StoreReplica
+
+    bs = kafka_broker.bootstrap_servers
+    topic = "iq-restore-app-totals-changelog"
+    ensure_topics(bs, {topic: 2}, recreate=True)
+    records = [(f"k{i % 40_000:05d}".encode(), str(i).encode(), 1) for i in range(160_000)]
+    records += [(f"k{i:05d}".encode(), None, 2) for i in range(0, 40_000, 7)]  # tombstones
+    produce_records(bs, topic, records)
+    expected = {}
+    for key, value, _ in records:
+        if value is None:
+            expected.pop(key.decode(), None)
+        else:
+            expected[key.decode()] = value.decode()
+
+    info = ChangelogInfo("totals", topic, 2, "key_value", S, S, "q")
+    replica = StoreReplica(bs, {"totals": info})
+    store = ReadOnlyKeyValueStore(info, replica)
+    answers: list = []
+
+    def answered():
+        try:
+            answers.append(store.approximate_num_entries())
+        except InvalidStateStoreException as e:
+            answers.append(str(e))
+            return False
+        return True
+
+    replica.start()
+    try:
+        wait_until(answered, 120, lambda: f"the store restored; last answer {answers[-1:]}", 0.01)
+        assert dict(store.all()) == expected
+    finally:
+        replica.close()
+    assert "Store 'totals' is restoring from its changelog topic" in answers[0]
+    assert all(isinstance(a, str) for a in answers[:-1])  # never a partial store
+    assert answers[-1] == len(expected)
