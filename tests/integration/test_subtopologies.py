@@ -250,6 +250,7 @@ def test_reset_deletes_repartition_topics_and_the_next_run_recomputes(
     """`streamtable reset` deletes the repartition topic (an internal topic of the app) and
     keeps no position in it: the next run recomputes from the input through a new topic.
     """
+    from streamtable.errors import TopologyError
     from streamtable.runtime.reset import reset_application
 
     bs = kafka_broker.bootstrap_servers
@@ -289,3 +290,16 @@ def test_reset_deletes_repartition_topics_and_the_next_run_recomputes(
     rerun = read_topic(bs, out)[n_before:]
     assert rerun, "the run after the reset wrote nothing"
     assert final_table(rerun) == expected
+
+    # deleted behind the application's back, after its checkpoint read it: refused, not
+    # recreated empty (the records the reading query had not processed would be lost)
+    KafkaAdmin(bs).delete_topics([rep])
+    with pytest.raises(
+        TopologyError,
+        match=rf"Repartition topic '{rep}' does not exist, but the application's checkpoint "
+        r"has read it up to partition 0: offset \d+.*Reset the application \(`streamtable "
+        r"reset`",
+    ):
+        app = KafkaStreams(topology(), config)
+        app.start()
+    assert app.queries == []

@@ -352,7 +352,7 @@ class KafkaStreams:
         )
         if notice is not None:  # Spark says so only in its log file
             log.warning("%s", notice)
-        ensure_repartition_topics(admin, ctx.internal_topics)
+        ensure_repartition_topics(admin, ctx.internal_topics, cfg.checkpoint_dir)
         ensure_changelog_topics(admin, ctx.changelogs)
         self._changelogs, self._unlogged = dict(ctx.changelogs), dict(ctx.unlogged)
         read = [*self.topology.source_topics, *ctx.internal_topics]

@@ -10,13 +10,16 @@ what is still to be processed. streamtable does the same for the topics
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from streamtable.errors import StreamtableError, TopologyError
 from streamtable.runtime.group_offsets import processed_offsets
 from streamtable.runtime.kafka_admin import KafkaAdmin
+from streamtable.runtime.starting_offsets import query_checkpoint_positions
 
 __all__ = ["REPARTITION_TOPIC_CONFIG", "RepartitionPurger", "ensure_repartition_topics"]
 
@@ -31,19 +34,45 @@ REPARTITION_TOPIC_CONFIG = {
 }
 
 
-def ensure_repartition_topics(admin: KafkaAdmin, topics: Mapping[str, int]) -> None:
+def ensure_repartition_topics(
+    admin: KafkaAdmin, topics: Mapping[str, int], checkpoint_dir: str | os.PathLike[str]
+) -> None:
     """Create the repartition ``topics`` (``{name: partitions}``) that do not exist yet.
+
+    Parameters
+    ----------
+    admin : KafkaAdmin
+    topics : mapping
+        ``{repartition topic: partitions}``.
+    checkpoint_dir : str or os.PathLike
+        The application's checkpoints (``state.dir/application.id``).
 
     Raises
     ------
     TopologyError
-        If one exists with another partition count (Kafka Streams refuses to start then too):
-        the message says to run ``streamtable reset``, which deletes internal topics.
+        If one exists with another partition count (Kafka Streams refuses to start then too),
+        or is missing although a query's checkpoint has read it: it was deleted while the
+        application was down, with records the reading sub-topology may not have processed,
+        and that query would fail on the empty topic (Spark: "offset was changed"). Kafka
+        Streams recreates such a topic and reads it from the start, losing those records
+        silently. The message says to run ``streamtable reset``, which deletes internal
+        topics and the checkpoints.
     StreamtableError
         If a topic cannot be created.
     """
     if not topics:
         return
+    existing = admin.topic_partitions(list(topics))
+    read = _checkpointed_reads(checkpoint_dir, [t for t in topics if t not in existing])
+    for name, positions in read.items():
+        raise TopologyError(
+            f"Repartition topic {name!r} does not exist, but the application's checkpoint has "
+            f"read it up to {_positions(positions)}: it was deleted while the application was "
+            "down, with records the sub-topology reading it may not have processed. "
+            "Recreating it empty would lose them (and Spark refuses an input whose offsets went "
+            "back). Reset the application (`streamtable reset`, which deletes its internal "
+            "topics and checkpoints) to recompute from the input topics."
+        )
     for name, have in admin.ensure_internal_topics(topics, REPARTITION_TOPIC_CONFIG).items():
         raise TopologyError(
             f"Repartition topic {name!r} has {have} partitions, but the topology needs "
@@ -52,6 +81,30 @@ def ensure_repartition_topics(admin: KafkaAdmin, topics: Mapping[str, int]) -> N
             "reset the application (`streamtable reset`, which deletes its internal topics) "
             "or restore the partition counts."
         )
+
+
+def _checkpointed_reads(
+    checkpoint_dir: str | os.PathLike[str], topics: list[str]
+) -> dict[str, dict[int, int]]:
+    """``{topic: {partition: offset}}`` of ``topics`` that some query's checkpoint under
+    ``checkpoint_dir`` has read past offset 0 (the largest offset over the queries).
+    """
+    root = Path(checkpoint_dir)
+    if not topics or not root.is_dir():
+        return {}
+    out: dict[str, dict[int, int]] = {}
+    for query_dir in sorted(p for p in root.iterdir() if (p / "offsets").is_dir()):
+        for topic, parts in query_checkpoint_positions(query_dir).items():
+            if topic in topics:
+                for p, off in parts.items():
+                    if off > 0:
+                        known = out.setdefault(topic, {})
+                        known[p] = max(off, known.get(p, off))
+    return out
+
+
+def _positions(positions: Mapping[int, int]) -> str:
+    return ", ".join(f"partition {p}: offset {o}" for p, o in sorted(positions.items()))
 
 
 class RepartitionPurger:
