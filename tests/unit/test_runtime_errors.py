@@ -335,3 +335,48 @@ def test_a_task_output_that_cannot_open_its_transaction_lets_its_producer_go():
         )
     finally:
         close_cached_clients()  # the task's marker consumer, kept for its next batch
+
+
+def test_a_failing_bookkeeping_step_is_logged_and_the_monitor_still_detects_a_failed_query(
+    caplog,
+):
+    """The monitor thread's bookkeeping (progress ledger, group offsets, replica reports) can
+    raise on a report it does not expect; it logs that once and goes on, so a query that fails
+    afterwards still fails the application (the thread used to end, silently).
+    """
+    import logging
+    import threading
+
+    app = KafkaStreams(topology(), {"application.id": "a", "bootstrap.servers": "x:1"})
+
+    class BadLedger:
+        def update(self, queries):
+            raise KeyError("sources")
+
+    failed = threading.Event()
+
+    class Query:
+        ticks = 0
+
+        def exception(self):
+            Query.ticks += 1
+            return RuntimeError("query died") if Query.ticks >= 3 else None
+
+        def stop(self):
+            pass
+
+    app._ledger = BadLedger()
+    app._queries = [Query()]
+    app.set_uncaught_exception_handler(lambda exc: failed.set())
+    app._state = State.RUNNING
+    with caplog.at_level(logging.WARNING, logger="streamtable"):
+        monitor = threading.Thread(target=app._watch)
+        monitor.start()
+        assert failed.wait(30)
+        monitor.join(30)
+    assert not monitor.is_alive()
+    assert app.state is State.ERROR and "query died" in str(app._error)
+    warnings = [r.getMessage() for r in caplog.records if "bookkeeping" in r.getMessage()]
+    assert warnings == [
+        "[a] the monitor's bookkeeping failed, retrying at the next tick: KeyError: 'sources'"
+    ]

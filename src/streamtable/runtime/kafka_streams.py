@@ -581,32 +581,70 @@ class KafkaStreams:
         )
 
     def _watch(self) -> None:
+        """The monitor thread: every 0.2 s, the bookkeeping of the queries' progress, then
+        their failures. A bookkeeping step that raises is logged and tried again at the next
+        tick; the failure check runs regardless (it used to end with the thread, silently).
+        """
+        warned: set[str] = set()
         while not self._stop_monitor.wait(0.2):
-            self._ledger.update(self._queries)
-            if self._group_offsets is not None:
-                self._group_offsets.update(self._queries)
-            purger = self._purger  # close() drops it
-            if purger is not None:
-                purger.update(self._queries)
-            if self._replica is not None:
-                self._report_batches()
-            if self._connectors is not None:
-                failure = self._connectors.poll()
-                if failure is not None:
-                    self._fail(StreamsError(failure))
+            try:
+                failure = self._bookkeeping()
+            except Exception as e:
+                if self._stop_monitor.is_set():
+                    return  # closing: what the step read is going away
+                failure = None
+                message = f"{type(e).__name__}: {e}"
+                if message not in warned:  # once per distinct error, not every tick
+                    warned.add(message)
+                    log.warning(
+                        "[%s] the monitor's bookkeeping failed, retrying at the next tick: %s",
+                        self.config.application_id,
+                        message,
+                    )
+            if failure is not None:
+                self._fail(failure)
+                return
+            try:
+                if self._check_queries():
                     return
-            audit = self._audit
-            if audit is not None:
-                audit.update()
-            for i, q in enumerate(list(self._queries)):
-                exc = q.exception()
-                if exc is None:
-                    if i in self._retrying and q.recentProgress:
-                        del self._retrying[i]  # the restarted query made progress
-                    continue
-                if not self._restart_if_transient(i, exc):
-                    self._fail(exc)
-                    return
+            except Exception as e:  # e.g. the JVM is gone: the queries cannot be told
+                if not self._stop_monitor.is_set():
+                    self._fail(e)
+                return
+
+    def _bookkeeping(self) -> BaseException | None:
+        """One tick of progress bookkeeping; a connector's failure, if any."""
+        self._ledger.update(self._queries)
+        if self._group_offsets is not None:
+            self._group_offsets.update(self._queries)
+        purger = self._purger  # close() drops it
+        if purger is not None:
+            purger.update(self._queries)
+        if self._replica is not None:
+            self._report_batches()
+        if self._connectors is not None:
+            failure = self._connectors.poll()
+            if failure is not None:
+                return StreamsError(failure)
+        audit = self._audit
+        if audit is not None:
+            audit.update()
+        return None
+
+    def _check_queries(self) -> bool:
+        """Restart the queries that failed with a transient error; fail the application on
+        any other failure (True then).
+        """
+        for i, q in enumerate(list(self._queries)):
+            exc = q.exception()
+            if exc is None:
+                if i in self._retrying and q.recentProgress:
+                    del self._retrying[i]  # the restarted query made progress
+                continue
+            if not self._restart_if_transient(i, exc):
+                self._fail(exc)
+                return True
+        return False
 
     def _report_batches(self) -> None:
         """Tell the stores' replica about each micro-batch committed since the last call
