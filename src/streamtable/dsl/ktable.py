@@ -253,9 +253,11 @@ class KTable:
         Always repartitions. When a row changes, its old value is subtracted from the old
         group before the new value is added to the new group (Kafka Streams'
         ``KTableRepartitionMap``); a tombstone only subtracts. Rows mapped to a ``None`` key
-        are skipped and counted. ``name`` (Kafka Streams' ``Grouped.as``) names the selecting
-        processor and the repartition topic ``<name>-repartition``; by default they are
-        ``KTABLE-SELECT-<n>`` and ``<aggregation's store>-repartition``.
+        are skipped and counted; a ``None`` pair or a pair with a ``None`` value is neither
+        added nor subtracted (as ``KTableRepartitionMap`` skips it). ``name`` (Kafka Streams'
+        ``Grouped.as``) names the selecting processor and the repartition topic
+        ``<name>-repartition``; by default they are ``KTABLE-SELECT-<n>`` and
+        ``<aggregation's store>-repartition``.
 
         Raises
         ------

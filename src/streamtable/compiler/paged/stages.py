@@ -97,7 +97,9 @@ class RegroupStage:
     addition to the new one (in that order), keyed by the new key encoded with ``out_key``.
 
     Values become ``pickle((op, value))``; ``seq`` = 2 * seq + op keeps the order. Changes
-    mapped to a ``None`` key are dropped (``dropped`` = ``"null_key"``).
+    mapped to a ``None`` key are dropped (``dropped`` = ``"null_key"``); a selector that returns
+    ``None``, or a pair with a ``None`` value, adds and subtracts nothing (Kafka Streams'
+    ``KTableRepartitionMap`` forwards only pairs whose key and value are non-null).
     """
 
     selector: Callable[[Any, Any], tuple[Any, Any]]
@@ -125,12 +127,16 @@ class RegroupStage:
                         pair = self.selector(k, v)
                     except Exception as e:
                         raise _error(e, self.node_name, "group_by", col, i) from e
+                    if pair is None:
+                        continue  # KTableRepartitionMap skips a null pair
                     if not isinstance(pair, tuple) or len(pair) != 2:
                         raise TypeError(
                             f"KTable.group_by selector of {self.node_name!r} must return a "
                             f"(key, value) tuple; got {pair!r}."
                         )
                     nk, nv = pair
+                    if nv is None:
+                        continue  # nor is a null value added or subtracted (the same rule)
                     rows["key"].append(nk)
                     rows["value"].append(pickle.dumps((op, nv), protocol=5))
                     rows["ts"].append(col["ts"][i])
