@@ -5,6 +5,8 @@ from __future__ import annotations
 import struct
 from datetime import timedelta
 
+import pytest
+
 from _support import (
     ensure_topics,
     kafka_client_threads,
@@ -66,6 +68,54 @@ def test_exactly_once_output_is_transactional_and_carries_event_time(
     for vs in seen.values():  # running sums of non-negative values: no update emitted twice
         assert len(vs) == len(set(vs)) or vs.count(0) > 1
     assert marker_topic(cfg["application.id"]) in kafka_broker.topics()
+
+
+def test_a_stream_merged_with_a_branch_of_itself_is_refused_and_the_named_remedy_works(
+    kafka_broker, spark, topic_name, app_config
+):
+    """Two branches of one stream merged again: Spark would read the topic through two scans
+    in one query, two tasks of a micro-batch holding the same source partition and sharing
+    its transaction (the second found the batch written and wrote nothing: half the output
+    was lost). Refused before anything runs; the remedy the message names, a
+    repartition(num_partitions=...) on one branch, writes every record once.
+    """
+    from streamtable.errors import TopologyError
+
+    bs = kafka_broker.bootstrap_servers
+    src, out = topic_name("in"), topic_name("out")
+    ensure_topics(bs, {src: 2, out: 2})
+    records = [(f"k{i % 7}".encode(), struct.pack(">q", i), 1_000_000 + i) for i in range(400)]
+    produce_records(bs, src, records)
+
+    def topology(*, cut):
+        b = StreamsBuilder()
+        s = b.stream(src, key_serde=Serdes.string(), value_serde=Serdes.long())
+        odd = s.filter(lambda k, v: v % 2 == 1).map_values(lambda v: -v)
+        if cut:
+            odd = odd.repartition(
+                key_serde=Serdes.string(), value_serde=Serdes.long(), num_partitions=2
+            )
+        s.filter(lambda k, v: v % 2 == 0).merge(odd).to(out, value_serde=Serdes.long())
+        return b.build()
+
+    config = app_config(**{"processing.guarantee": "exactly_once_v2"})
+    app = KafkaStreams(topology(cut=False), config)
+    with pytest.raises(
+        TopologyError,
+        match=rf"MergeNode '.*' unites inputs that each read topic\(s\) \['{src}'\] in the "
+        rf"query writing '{out}', which exactly_once_v2 cannot write exactly once yet .* Put "
+        r"\.repartition\(num_partitions=n\) on one of the inputs",
+    ):
+        app.start()
+    assert app.queries == []
+    app = KafkaStreams(topology(cut=True), config)
+    app.start()
+    try:
+        app.await_caught_up(timeout=timedelta(minutes=3))
+    finally:
+        app.close()
+    written = sorted(struct.unpack(">q", v)[0] for _, v, _ in read_topic(bs, out))
+    assert written == sorted(i if i % 2 == 0 else -i for i in range(400))
 
 
 def test_a_closed_application_holds_no_kafka_client(kafka_broker, spark, topic_name, app_config):

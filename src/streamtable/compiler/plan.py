@@ -123,6 +123,8 @@ class Lowerer:
         ctx.uses_native_state = False
         ctx.append_only = False
         self.nodes = ctx.graph.by_name
+        #: unions of stateless inputs reading a topic twice (see _note_shared_scans)
+        self.shared_scans: dict[str, set[str]] = {}
 
     def lower(
         self, name: str, want_key: Codec | None = None, want_value: Codec | None = None
@@ -139,7 +141,9 @@ class Lowerer:
             base = self.lower(chain[0].parents[0])
             return lower_chain(self.ctx, base, ops, want_key=want_key, want_value=want_value)
         if isinstance(node, MergeNode):
-            return lower_merge(self.ctx, [self.lower(p) for p in node.parents])
+            inputs = [self.lower(p) for p in node.parents]
+            self._note_shared_scans(node, inputs)
+            return lower_merge(self.ctx, inputs)
         if isinstance(node, RepartitionNode):
             parent = self.lower(node.parents[0], want_key=want_key, want_value=want_value)
             return lower_repartition(self.ctx, node, validated(self.ctx, parent))
@@ -157,6 +161,7 @@ class Lowerer:
             return lower_join(self, node, want_value)
         if isinstance(node, ProcessNode):  # several parents (hand-built): their union
             inputs = [self.lower(p) for p in node.parents]
+            self._note_shared_scans(node, inputs)
             parent = inputs[0] if len(inputs) == 1 else lower_merge(self.ctx, inputs)
             return lower_process(self.ctx, node, parent)
         raise TopologyError(
@@ -164,6 +169,62 @@ class Lowerer:
             "please report it (Kafka Streams' topology builder fails likewise on a node it "
             "does not know: 'Unknown definition class')."
         )
+
+    def _note_shared_scans(self, node: Node, inputs: list[Frame]) -> None:
+        """Note a union of stateless inputs that read one topic each through a scan of their
+        own (a stream merged with a branch of itself): ``self.shared_scans[node] = topics``.
+        """
+        from streamtable.compiler.subtopologies import read_topics
+
+        seen: set[str] = set()
+        shared: set[str] = set()
+        for parent, frame in zip(node.parents, inputs, strict=True):
+            if frame.stateful:  # after a shuffle: its tasks are named by stable numbers
+                continue
+            topics = set(read_topics(self.ctx.graph, parent))
+            shared |= seen & topics
+            seen |= topics
+        if shared:
+            self.shared_scans[node.name] = shared
+
+    def _check_exactly_once_sink(self, node: SinkNode, frame: Frame) -> None:
+        """Refuse, under ``exactly_once_v2``, a Kafka sink fed without a shuffle by a union
+        noted by :meth:`_note_shared_scans`.
+
+        Spark then runs two tasks per partition of the topic read twice in every
+        micro-batch, and the output of a task reading Kafka directly is written in the
+        transaction of its source partition (the name that survives a re-run): the two tasks
+        would share one, and the second, finding the batch written, would write nothing. (A
+        frame that went through a stateful operator is written by shuffled tasks, named by
+        their numbers.)
+
+        Raises
+        ------
+        TopologyError
+            Naming the union, the topics read twice and what to do.
+        """
+        eos = self.ctx.config.processing_guarantee == "exactly_once_v2"
+        if not eos or frame.stateful or self.ctx.capture_dir is not None:
+            return  # (the TopologyTestDriver captures the output: no transactions)
+        todo, seen = [node.name], set()
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            shared = self.shared_scans.get(name)
+            if shared:
+                raise TopologyError(
+                    f"{type(self.nodes[name]).__name__} {name!r} unites inputs that each read "
+                    f"topic(s) {sorted(shared)} in the query writing {node.topic!r}, which "
+                    "exactly_once_v2 cannot write exactly once yet (each Kafka partition "
+                    "would be read by two Spark tasks sharing one transaction). Put "
+                    ".repartition(num_partitions=n) on one of the inputs before it (a "
+                    "sub-topology boundary: that input then reads its own internal topic), or "
+                    "compute the inputs in one operator (e.g. flat_map_values returning what "
+                    "each branch gives)."
+                )
+            todo.extend(self.nodes[name].parents)
 
     def _aggregate(
         self,
@@ -239,6 +300,7 @@ class Lowerer:
             # Kafka Streams' repartition filter: a record without key has no partition
             df = count_and_drop(self.ctx, frame.df, {"null_key": F.col("key").isNull()})
             frame = frame.with_(df=df)
+        self._check_exactly_once_sink(node, frame)
         mode = "update" if frame.stateful else "append"
         return QueryPlan(
             node.name,
