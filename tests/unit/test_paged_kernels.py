@@ -153,6 +153,29 @@ def test_table_aggregate_subtractor_returning_none_deletes_the_group():
     assert entry is None and outs[0].value is None and pickle.loads(outs[0].old) == 4
 
 
+def test_table_aggregate_adder_returning_none_deletes_the_group_and_the_next_add_starts_over():
+    # KTableAggregate: store.put(key, null) deletes; the next addition finds no aggregate and
+    # starts from initializer()
+    k = TableAggregateKernel(
+        "AGG",
+        P,
+        lambda: "",
+        lambda key, v, agg: None if v == "clear" else agg + v,
+        lambda key, v, agg: agg,
+        reduce=False,
+    )
+    g = P.encode_many(["g"])[0]
+
+    def add(ts, v):
+        return Rec(ts, "t", 0, ts, ADD, 0, g, pickle.dumps((ADD, v)))
+
+    entry, outs = k.process(g, [add(1, "x")], None, {})
+    entry, outs = k.process(g, [add(2, "clear")], entry, {})
+    assert entry is None and outs[0].value is None and pickle.loads(outs[0].old) == "x"
+    entry, outs = k.process(g, [add(3, "y")], entry, {})
+    assert entry == ("y", 3) and outs[0].old is None
+
+
 def test_stream_table_join_looks_up_as_of_the_stream_timestamp():
     """Table updates arrive out of timestamp order; each stream record sees the version
     valid at its own timestamp, whichever batch the updates came in."""

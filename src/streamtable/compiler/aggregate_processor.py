@@ -4,7 +4,9 @@ windowed aggregations run window kernels, see ``paged.window_kernels``).
 Follows Kafka Streams' ``KStreamAggregate``:
 - records of one key are folded in (timestamp, topic, partition, offset, sequence) order, so the
   result does not depend on the order Spark's shuffle delivers them in;
-- the first record of a key starts from ``initializer()``;
+- the first record of a key starts from ``initializer()``; an aggregator (or reducer) that
+  returns ``None`` deletes the key's aggregate, a tombstone is emitted, and the key's next
+  record starts from ``initializer()`` again;
 - the output timestamp is the largest timestamp that contributed;
 - one update per key is emitted per micro-batch, as Kafka Streams' record cache coalesces
   updates;
@@ -83,7 +85,10 @@ class AggregateProcessor(StatefulProcessor):
         for gk, records in groups.items():
             records.sort(key=lambda r: r[1:])
             agg, ts = self._fold(gk, records, entries.get(gk))
-            entries[gk] = (agg, ts)
+            if agg is None:
+                entries.pop(gk, None)  # deleted: a tombstone goes out
+            else:
+                entries[gk] = (agg, ts)
             updates.append((gk, agg, ts))
         self.state.update((pickle.dumps(page, protocol=5),))
         values = self._encode([agg for _, agg, _ in updates])
@@ -111,20 +116,26 @@ class AggregateProcessor(StatefulProcessor):
     def _fold(
         self, group_key: bytes, records: list[tuple[Any, ...]], stored: tuple[Any, int] | None
     ) -> tuple[Any, int]:
+        """The key's aggregate and timestamp after ``records``: ``None`` when the aggregator
+        (or reducer) returned ``None`` last. As in ``KStreamAggregate``/``KStreamReduce``, a
+        ``None`` aggregate deletes the key's entry, and the next record starts afresh from
+        ``initializer()`` (a reduce: from its value) with its own timestamp.
+        """
         spec = self.spec
         k = spec.key_codec.decode_many([group_key])[0]
         values = spec.value_codec.decode_many([r[0] for r in records])
-        if stored is None:
-            agg, ts = spec.aggregation.initializer(), None
-        else:
-            agg, ts = stored
+        agg, ts = (None, None) if stored is None else stored
+        present = stored is not None
         fold = spec.aggregation.aggregator
         for rec, v in zip(records, values, strict=True):
+            if not present:
+                agg, ts = spec.aggregation.initializer(), None
             try:
                 agg = fold(k, v, agg)
             except Exception as e:
                 raise user_code_error(e, spec.node_name, "aggregator", *rec[2:5]) from e
             ts = rec[1] if ts is None else max(ts, rec[1])
+            present = agg is not None
         return agg, ts
 
     def close(self) -> None:  # noqa: D102

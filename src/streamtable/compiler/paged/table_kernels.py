@@ -68,7 +68,9 @@ class TableAggregateKernel:
 
     Records' values are ``pickle((op, value))`` with ``op`` :data:`SUBTRACT` or :data:`ADD`
     (a subtraction sorts before the addition of the same source change). Entry:
-    ``(aggregate, ts)``; output ts = max(ts of the aggregate, record ts).
+    ``(aggregate, ts)``; output ts = max(ts of the aggregate, record ts). A subtractor or
+    adder that returns ``None`` deletes the group's aggregate (a tombstone goes out; the
+    next addition starts from ``initializer()``, a reduce from the value).
     """
 
     node_name: str
@@ -105,6 +107,8 @@ class TableAggregateKernel:
                     agg = call_user(self.initializer, (), self.node_name, "initializer", rec)
                 args = (agg, v) if self.reduce else (key, v, agg)
                 agg = call_user(self.adder, args, self.node_name, "adder", rec)
+                if agg is None:  # deleted, as a None from the subtractor (store.put(k, null))
+                    agg = ABSENT
         if agg is ABSENT and before is ABSENT:
             return None, []
         new = None if agg is ABSENT else pickle.dumps(agg, protocol=5)
