@@ -222,6 +222,27 @@ def test_joiner_errors_name_the_operator_and_record():
         k.process(b"k", [r(7, 0, "s")], None, {})
 
 
+def test_stream_stream_join_in_one_micro_batch_does_not_take_another_keys_records_as_passed():
+    # one page, one micro-batch, keys in byte order: k0's record at 100 must not make k200's
+    # records at 50 and 55 late (a Kafka Streams task reads them interleaved, in time order)
+    w = JoinWindowSpec(10, 10, 0)
+    k = StreamStreamJoinKernel("J", "inner", lambda lv, rv: f"{lv}{rv}", P, P, w)
+    entries, meta, outs = {}, {}, []
+    for key, recs in [
+        (b"k0", [r(100, 0, "X", key=b"k0")]),
+        (b"k200", [r(50, 0, "L", key=b"k200"), r(55, 1, "R", key=b"k200")]),
+    ]:
+        entry, o = k.process(key, recs, entries.get(key), meta)
+        entries[key] = entry
+        outs += o
+    outs += k.after_batch(entries, meta, 0)
+    assert [(pickle.loads(o.value), o.ts) for o in outs] == [("LR", 55)]
+    assert k.drops == {}
+    # the next micro-batch judges lateness by the stream time this one reached (100)
+    entry, o = k.process(b"k200", [r(60, 1, "S", key=b"k200")], entries.get(b"k200"), meta)
+    assert o == [] and k.drops == {"late": 1}
+
+
 def test_stream_stream_join_emits_left_non_matches_only_after_the_window_closes():
     # window 15 s (before = after), grace 5 s; the DSL guide's example, times in seconds
     w = JoinWindowSpec(15, 15, 5)

@@ -237,8 +237,11 @@ class StreamStreamJoinKernel:
     larger timestamp. Left/outer non-matches wait until stream time passes the window's close
     (stream time >= ``t + after + grace`` for left records, ``t' + before + grace`` for right
     records; the DSL guide's example emits ``[E, null]`` of ts 40 at ts 60) and are then
-    emitted once as ``joiner(v, None)`` / ``joiner(None, v)``. A record whose window
-    has already closed on arrival is dropped and counted as ``late``.
+    emitted once as ``joiner(v, None)`` / ``joiner(None, v)``. A record whose window had
+    already closed at the stream time of the end of the previous micro-batch is dropped and
+    counted as ``late`` (within a micro-batch the page runs one key after the other, so a
+    running maximum would take other keys' later records as passed: in-order records of the
+    next key were dropped).
 
     Stream time is the largest timestamp seen by the page, or Spark's watermark plus the
     operator's delay when that is larger (the watermark covers every page). Page timers
@@ -272,10 +275,13 @@ class StreamStreamJoinKernel:
         w = self.windows
         buf: list[list[Any]] = entry if entry is not None else []  # [rec, matched]
         outs = []
+        # lateness is judged by the stream time the previous micro-batches reached: the page
+        # runs its keys one after the other, so the largest timestamp of this batch so far
+        # may come from another key's later records (a task reads them interleaved)
+        before = meta.get("batch_start_time")
         for rec in records:
-            st = max(meta.get("stream_time", rec.ts), rec.ts)
-            meta["stream_time"] = st
-            if self._close(rec.side, rec.ts) < st:
+            meta["stream_time"] = max(meta.get("stream_time", rec.ts), rec.ts)
+            if before is not None and self._close(rec.side, rec.ts) < before:
                 self.drops["late"] = self.drops.get("late", 0) + 1
                 continue
             item = [rec, False]
@@ -302,6 +308,7 @@ class StreamStreamJoinKernel:
             meta["stream_time"] = st
         if st is None:
             return []
+        meta["batch_start_time"] = st
         outs = []
         next_close = None
         for gk in list(entries):
