@@ -265,6 +265,27 @@ def test_stream_stream_windowed_join(kafka_broker, spark, topic_name, app_config
     assert sorted(v.decode() for _, v, _ in read_topic(bs, out)) == ["Aa"]
 
 
+def test_stream_stream_left_join_joins_a_null_key_record_with_none_at_once(
+    kafka_broker, spark, topic_name, app_config
+):
+    """KIP-962 (Kafka Streams 3.7+): a left join's left record with a null key and a value is
+    emitted at once as joiner(value, None); a right one takes no part, as in an inner join.
+    """
+    bs = kafka_broker.bootstrap_servers
+    lt, rt, out = topic_name("l"), topic_name("r"), topic_name("o")
+    ensure_topics(bs, {lt: 1, rt: 1, out: 1})
+    produce_records(bs, lt, [rec("k", "A", 1000), rec(None, "N", 2000)])
+    produce_records(bs, rt, [rec("k", "a", 3000), rec(None, "n", 2500)])
+    b = StreamsBuilder()
+    ls = b.stream(lt, key_serde=S, value_serde=S)
+    rs = b.stream(rt, key_serde=S, value_serde=S)
+    window = JoinWindows.of_time_difference_with_no_grace(timedelta(seconds=5))
+    ls.left_join(rs, lambda lv, rv: f"{lv}{rv}", window).to(out, value_serde=S)
+    run(b.build(), app_config())
+    written = [(k, v.decode()) for k, v, _ in read_topic(bs, out)]
+    assert sorted(written, key=lambda r: r[1]) == [(b"k", "Aa"), (None, "NNone")]
+
+
 def test_join_of_non_copartitioned_topics_is_refused(kafka_broker, spark, topic_name, app_config):
     bs = kafka_broker.bootstrap_servers
     st, tt, out = topic_name("s"), topic_name("t"), topic_name("o")

@@ -243,6 +243,22 @@ def test_stream_stream_join_in_one_micro_batch_does_not_take_another_keys_record
     assert o == [] and k.drops == {"late": 1}
 
 
+@pytest.mark.parametrize(
+    ("join_type", "expected"), [("left", ["NNone"]), ("outer", ["NNone", "Nonen"])]
+)
+def test_stream_stream_join_emits_null_key_records_of_emitting_sides_at_once(join_type, expected):
+    # KIP-962: KStreamKStreamJoin forwards joiner(value, null) for a null-key record of an
+    # "outer" side (a left join's left, both sides of an outer join), with its own timestamp
+    k = StreamStreamJoinKernel(
+        "J", join_type, lambda lv, rv: f"{lv}{rv}", P, P, JoinWindowSpec(5, 5, 0)
+    )
+    entry, outs = k.process(None, [r(7, 0, "N", key=None), r(8, 1, "n", key=None)], None, {})
+    assert entry is None
+    assert [(pickle.loads(o.value), o.ts) for o in outs] == list(
+        zip(expected, (7, 8)[: len(expected)], strict=True)
+    )
+
+
 def test_stream_stream_join_emits_left_non_matches_only_after_the_window_closes():
     # window 15 s (before = after), grace 5 s; the DSL guide's example, times in seconds
     w = JoinWindowSpec(15, 15, 5)

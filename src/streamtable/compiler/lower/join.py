@@ -69,8 +69,16 @@ def lower_join(lowerer: Lowerer, node: JoinNode, want_value: Codec | None = None
         return Frame(df, left.key_codec, out_codec, stateful=True)
 
     if node.kind is JoinKind.STREAM_STREAM:
-        left = _without_null_records(ctx, left)
-        right = _without_null_records(ctx, convert(ctx, right, left.key_codec, None))
+        # KIP-962 (Kafka Streams 3.7+): a side whose non-matches a left or outer join emits
+        # joins a null-key record that has a value with null at once (the kernel, no group key)
+        null_key = F.col("key").isNull() & F.col("value").isNotNull()
+        outer = node.join_type == "outer"
+        left = _without_null_records(
+            ctx, left, keep=null_key if outer or node.join_type == "left" else None
+        )
+        right = _without_null_records(
+            ctx, convert(ctx, right, left.key_codec, None), keep=null_key if outer else None
+        )
         w = node.windows
         assert w is not None
         kernel = StreamStreamJoinKernel(*_kernel_args(node, left, right), w, out_codec=out_codec)

@@ -271,7 +271,19 @@ class StreamStreamJoinKernel:
     def process(
         self, gk: bytes, records: list[Rec], entry: Any, meta: dict[str, Any]
     ) -> tuple[Any, list[Out]]:
-        """Join the key's records of this batch with the buffered ones."""
+        """Join the key's records of this batch with the buffered ones.
+
+        ``gk`` is ``None`` for records with a null key (and a value) on a side whose
+        non-matches are emitted: each is emitted at once as ``joiner(v, None)`` /
+        ``joiner(None, v)`` (Kafka Streams 3.7+, KIP-962).
+        """
+        if gk is None:
+            outs = []
+            for rec in records:
+                if self._emits_unmatched(rec.side):
+                    lv, rv = (rec.value, None) if rec.side == LEFT else (None, rec.value)
+                    outs.append(_joined(self, rec, lv, rv, rec.ts))
+            return None, outs
         w = self.windows
         buf: list[list[Any]] = entry if entry is not None else []  # [rec, matched]
         outs = []
