@@ -108,6 +108,23 @@ def test_a_stream_merged_with_a_branch_of_itself_is_refused_and_the_named_remedy
     ):
         app.start()
     assert app.queries == []
+    # a count after the union shuffles before the sink, but dead letters are written before it
+    dlq, counts = topic_name("dlq"), topic_name("counts")
+    ensure_topics(bs, {dlq: 1, counts: 2})
+    b = StreamsBuilder()
+    s = b.stream(src, key_serde=Serdes.string(), value_serde=Serdes.long())
+    s.filter(lambda k, v: v % 2 == 0).merge(
+        s.filter(lambda k, v: v % 2 == 1)
+    ).group_by_key().count().to_stream().to(topic_name("counts"), value_serde=Serdes.long())
+    app = KafkaStreams(b.build(), {**config, "errors.dead.letter.queue.topic.name": dlq})
+    with pytest.raises(
+        TopologyError,
+        match=rf"MergeNode '.*' unites inputs that each read topic\(s\) \['{src}'\] in one "
+        rf"query, and its dead letters \('errors.dead.letter.queue.topic.name'='{dlq}'\) "
+        r"cannot be written exactly once then",
+    ):
+        app.start()
+    assert app.queries == []
     app = KafkaStreams(topology(cut=True), config)
     app.start()
     try:

@@ -62,11 +62,13 @@ class Changelog:
     """
 
     def __init__(self):
+        self.start = {}
         self.end = {}
         self.read_to = {}
 
     def get_watermark_offsets(self, tp, timeout, cached):
-        return 0, self.end.get((tp.topic, tp.partition), 0)
+        where = (tp.topic, tp.partition)
+        return self.start.get(where, 0), self.end.get(where, 0)
 
     def position(self, assignment):
         return [
@@ -123,6 +125,45 @@ def test_a_store_is_not_queryable_until_its_changelog_is_read_to_the_end_it_had_
     kafka.end = {(info.topic, 0): 5, (info.topic, 1): 1}  # later writes: not waited for
     rep._restore(kafka, assignment)
     assert store.all() == [("b", "1"), ("c", "2")]
+
+
+def test_no_position_moves_and_no_wait_ends_before_the_store_is_restored():
+    """A batch committed while the replica restores (its changelog ends read before the
+    restoration's ends were known) does not move the position; wait_for, even for an empty
+    bound, waits for the restoration and says so when it times out.
+    """
+    s = Serdes.string()
+    info = ChangelogInfo("s", "app-s-changelog", 1, "key_value", s, s, "q")
+    rep = StoreReplica("unused:9092", {"s": info})
+    kafka, assignment = Changelog(), [TP(info.topic, 0)]
+    kafka.end = {(info.topic, 0): 2}
+    rep.batch_committed("q", {("in", 0): 5})
+    rep._apply([Msg(info.topic, 0, 0, b"a", b"1"), Msg(info.topic, 0, 1, b"b", b"1")])
+    kafka.read_to = {(info.topic, 0): 2}
+    rep._advance(kafka, assignment)  # the restoration's ends are not known yet
+    assert rep.position("s") == {}
+    with pytest.raises(StreamsError, match=r"Store 's' is restoring .* Waited 0.05 s for it"):
+        rep.wait_for("s", {}, 0.05)
+    kafka.end = {(info.topic, 0): 3}  # a later write: restoration waits for it
+    rep._restore(kafka, assignment)
+    rep._advance(kafka, assignment)
+    assert rep.position("s") == {}
+    kafka.read_to = {(info.topic, 0): 3}
+    rep._restore(kafka, assignment)
+    rep._advance(kafka, assignment)
+    assert rep.position("s") == {("in", 0): 4}
+    assert rep.wait_for("s", {}, 0.05) == {("in", 0): 4}
+
+
+def test_a_changelog_partition_with_nothing_left_to_read_counts_as_read():
+    # e.g. its records deleted (start = end = 7): the consumer's position never moves there
+    s = Serdes.string()
+    info = ChangelogInfo("s", "app-s-changelog", 1, "key_value", s, s, "q")
+    rep = StoreReplica("unused:9092", {"s": info})
+    kafka = Changelog()
+    kafka.start = kafka.end = {(info.topic, 0): 7}
+    rep._restore(kafka, [TP(info.topic, 0)])
+    assert ReadOnlyKeyValueStore(info, rep).all() == []
 
 
 def test_keys_iterate_in_serialized_byte_order_as_in_kafka_streams_stores():

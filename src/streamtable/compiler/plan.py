@@ -184,8 +184,23 @@ class Lowerer:
             topics = set(read_topics(self.ctx.graph, parent))
             shared |= seen & topics
             seen |= topics
-        if shared:
-            self.shared_scans[node.name] = shared
+        if not shared:
+            return
+        self.shared_scans[node.name] = shared
+        cfg = self.ctx.config
+        eos = cfg.processing_guarantee == "exactly_once_v2" and self.ctx.capture_dir is None
+        if eos and cfg.dead_letter_queue_topic is not None:
+            # the record stages after the union write dead letters per source partition too,
+            # before any shuffle, in the same two tasks
+            raise TopologyError(
+                f"{type(node).__name__} {node.name!r} unites inputs that each read topic(s) "
+                f"{sorted(shared)} in one query, and its dead letters "
+                f"('errors.dead.letter.queue.topic.name'={cfg.dead_letter_queue_topic!r}) "
+                "cannot be written exactly once then (each Kafka partition would be read by two "
+                "Spark tasks sharing one transaction). Put .repartition(num_partitions=n) on "
+                "one of the inputs before it (a sub-topology boundary), or compute the inputs in "
+                "one operator (e.g. flat_map_values returning what each branch gives)."
+            )
 
     def _check_exactly_once_sink(self, node: SinkNode, frame: Frame) -> None:
         """Refuse, under ``exactly_once_v2``, a Kafka sink fed without a shuffle by a union

@@ -587,20 +587,23 @@ class KafkaStreams:
         """
         warned: set[str] = set()
         while not self._stop_monitor.wait(0.2):
-            try:
-                failure = self._bookkeeping()
-            except Exception as e:
-                if self._stop_monitor.is_set():
-                    return  # closing: what the step read is going away
-                failure = None
-                message = f"{type(e).__name__}: {e}"
-                if message not in warned:  # once per distinct error, not every tick
-                    warned.add(message)
-                    log.warning(
-                        "[%s] the monitor's bookkeeping failed, retrying at the next tick: %s",
-                        self.config.application_id,
-                        message,
-                    )
+            failure = None
+            for step in self._bookkeeping_steps():
+                try:
+                    result = step()
+                    if isinstance(result, BaseException):
+                        failure = result
+                except Exception as e:
+                    if self._stop_monitor.is_set():
+                        return  # closing: what the step read is going away
+                    message = f"{type(e).__name__}: {e}"
+                    if message not in warned:  # once per distinct error, not every tick
+                        warned.add(message)
+                        log.warning(
+                            "[%s] the monitor's bookkeeping failed, retrying at the next tick: %s",
+                            self.config.application_id,
+                            message,
+                        )
             if failure is not None:
                 self._fail(failure)
                 return
@@ -612,24 +615,28 @@ class KafkaStreams:
                     self._fail(e)
                 return
 
-    def _bookkeeping(self) -> BaseException | None:
-        """One tick of progress bookkeeping; a connector's failure, if any."""
-        self._ledger.update(self._queries)
+    def _bookkeeping_steps(self) -> list[Callable[[], BaseException | None]]:
+        """One tick's steps of progress bookkeeping, each run on its own (one that raises
+        does not keep the others from running); a step may return a connector's failure.
+        """
+        steps: list[Callable[[], Any]] = [lambda: self._ledger.update(self._queries)]
         if self._group_offsets is not None:
-            self._group_offsets.update(self._queries)
+            steps.append(lambda: self._group_offsets.update(self._queries))
         purger = self._purger  # close() drops it
         if purger is not None:
-            purger.update(self._queries)
+            steps.append(lambda: purger.update(self._queries))
         if self._replica is not None:
-            self._report_batches()
+            steps.append(self._report_batches)
         if self._connectors is not None:
-            failure = self._connectors.poll()
-            if failure is not None:
-                return StreamsError(failure)
+            steps.append(self._connector_failure)
         audit = self._audit
         if audit is not None:
-            audit.update()
-        return None
+            steps.append(audit.update)
+        return steps
+
+    def _connector_failure(self) -> BaseException | None:
+        failure = self._connectors.poll()
+        return None if failure is None else StreamsError(failure)
 
     def _check_queries(self) -> bool:
         """Restart the queries that failed with a transient error; fail the application on

@@ -187,7 +187,8 @@ class StoreReplica:
         )
 
     def wait_for(self, store: str, bound: Offsets, timeout_s: float) -> Offsets:
-        """Block until the position of ``store`` reaches ``bound`` on each of its partitions.
+        """Block until the position of ``store`` reaches ``bound`` on each of its partitions
+        and the store is restored (see the module doc).
 
         Returns
         -------
@@ -205,9 +206,13 @@ class StoreReplica:
                 self._raise_if_failed()
                 pos = self._state.positions.get(self.changelogs[store].query, {})
                 behind = {tp: o for tp, o in bound.items() if pos.get(tp, -1) < o}
-                if not behind:
+                if not behind and store not in self._state.restoring:
                     return dict(pos)
                 left = deadline - time.monotonic()
+                if (left <= 0 or self._stop.is_set()) and not behind:
+                    raise StreamsError(
+                        f"{self._restoring_message(store)} Waited {timeout_s:g} s for it."
+                    )
                 if left <= 0 or self._stop.is_set():
                     raise StreamsError(
                         f"Store {store!r} did not reach position {_fmt(bound)} within "
@@ -279,12 +284,7 @@ class StoreReplica:
         st = self._state
         if any(ends is None for ends in st.restoring.values()):
             try:
-                ends = {
-                    (tp.topic, tp.partition): consumer.get_watermark_offsets(
-                        tp, timeout=10, cached=False
-                    )[1]
-                    for tp in assignment
-                }
+                ends = {(tp.topic, tp.partition): _readable_end(consumer, tp) for tp in assignment}
             except KafkaException as e:
                 if e.args[0].fatal():
                     raise
@@ -349,11 +349,12 @@ class StoreReplica:
             st = self._state
             for tp, off in positions.items():
                 st.consumed[tp] = max(st.consumed.get(tp, 0), off)
-            # a batch's changelog ends come after the ends restoration waits for: a store whose
-            # position moves has ended its restoration, here, before a reader can see it move
-            self._end_restores()
-            if any(ends is None for ends in st.restoring.values()):
-                return  # the ends of restoration are not known yet
+            # a store whose position moves has ended its restoration, here, before a reader can
+            # see it move
+            if self._end_restores():
+                self._cond.notify_all()
+            if st.restoring:
+                return  # positions move once every store is restored (reads raise till then)
             done = 0
             for p in st.pending:
                 if p.targets is None or any(
@@ -379,6 +380,14 @@ class StoreReplica:
                 _low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
                 ends[(tp.topic, tp.partition)] = high
         return ends
+
+
+def _readable_end(consumer: Any, tp: Any) -> int:
+    """The end offset of partition ``tp`` to read up to; 0 when it holds nothing to read (its
+    start is its end: a consumer's position never moves there).
+    """
+    low, high = consumer.get_watermark_offsets(tp, timeout=10, cached=False)
+    return 0 if low >= high else high
 
 
 def _fmt(offsets: Mapping[tuple[str, int], Any]) -> str:

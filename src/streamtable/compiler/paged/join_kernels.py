@@ -290,7 +290,8 @@ class StreamStreamJoinKernel:
         # lateness is judged by the stream time the previous micro-batches reached: the page
         # runs its keys one after the other, so the largest timestamp of this batch so far
         # may come from another key's later records (a task reads them interleaved)
-        before = meta.get("batch_start_time")
+        # (a page saved before this rule has only the stream time its last batch reached)
+        before = meta.setdefault("batch_start_time", meta.get("stream_time"))
         for rec in records:
             meta["stream_time"] = max(meta.get("stream_time", rec.ts), rec.ts)
             if before is not None and self._close(rec.side, rec.ts) < before:
