@@ -57,6 +57,30 @@ def test_hopping_window_counts_and_late_drops_per_window():
     assert windows_of(run) == {(5, 15): 2, (10, 20): 1}
 
 
+@pytest.mark.parametrize("cuts", ["each", ""])
+def test_a_time_window_aggregator_returning_none_deletes_the_window(cuts):
+    # KStreamWindowAggregate puts a null aggregate: the window is deleted (a tombstone goes
+    # out, at the largest timestamp so far) and the next record starts from initializer()
+    AGGREGATIONS["clearing"] = Aggregation(
+        lambda: 0, lambda k, v, a: None if v == "clear" else a + v
+    )
+    try:
+        k = kernel_for(TimeWindowSpec(10, 10, 100), "clearing")
+        run = drive(k, [(b"A", 1, 5), (b"A", 3, "clear"), (b"A", 2, 7)], cuts)
+    finally:
+        del AGGREGATIONS["clearing"]
+    assert windows_of(run) == {(0, 10): 7}
+    assert run.state()[(b"A", 0, 10)][1] == 2  # started over: its own timestamp
+    if cuts == "each":
+        assert run.outputs() == [
+            ((b"A", 0, 10), 5, 1),
+            ((b"A", 0, 10), None, 3),
+            ((b"A", 0, 10), 7, 2),
+        ]
+    else:  # one micro-batch: its last update
+        assert run.outputs() == [((b"A", 0, 10), 7, 2)]
+
+
 def test_time_window_emit_final_at_close():
     run = drive(kernel_for(TimeWindowSpec(10, 10, 5), emit_final=True), recs(1, 3, 14, 15), "each")
     assert run.outputs() == [((b"A", 0, 10), 2, 3)]

@@ -297,6 +297,7 @@ class TimeWindowKernel(WindowKernel):
         key, values = self.decode(gk, records)
         windows: dict[tuple[int, int], list[Any]] = entry if entry is not None else {}
         changed: dict[tuple[int, int], Rec] = {}
+        deleted: dict[tuple[int, int], int] = {}  # window -> its tombstone's timestamp
         closed_before = meta.get("low")
         for rec, value in zip(records, values, strict=True):
             st = self.stream_time(rec, closed_before)
@@ -311,8 +312,16 @@ class TimeWindowKernel(WindowKernel):
                 window[0] = self.fold(key, value, window[0], rec)
                 if rec.ts > window[1]:
                     window[1] = rec.ts
+                if window[0] is None:  # KStreamWindowAggregate puts null: the window is gone
+                    del windows[(start, end)]
+                    deleted[(start, end)] = window[1]
                 changed[(start, end)] = rec
         outs: list[Out] = []
         if not self.spec.emit_final:
-            outs = [self.update_out(gk, s, e, windows[(s, e)], r) for (s, e), r in changed.items()]
+            outs = [
+                self.update_out(gk, s, e, windows[(s, e)], r)
+                if (s, e) in windows
+                else Out.of(r, self.window_key(gk, s, e), None, ts=deleted[(s, e)])
+                for (s, e), r in changed.items()
+            ]
         return (windows or None), outs
