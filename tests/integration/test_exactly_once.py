@@ -115,7 +115,7 @@ def test_a_stream_merged_with_a_branch_of_itself_is_refused_and_the_named_remedy
     s = b.stream(src, key_serde=Serdes.string(), value_serde=Serdes.long())
     s.filter(lambda k, v: v % 2 == 0).merge(
         s.filter(lambda k, v: v % 2 == 1)
-    ).group_by_key().count().to_stream().to(topic_name("counts"), value_serde=Serdes.long())
+    ).group_by_key().count().to_stream().to(counts, value_serde=Serdes.long())
     app = KafkaStreams(b.build(), {**config, "errors.dead.letter.queue.topic.name": dlq})
     with pytest.raises(
         TopologyError,

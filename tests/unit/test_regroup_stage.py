@@ -5,21 +5,11 @@ import pickle
 import pyarrow as pa
 
 from streamtable.compiler.codecs import PickleCodec
+from streamtable.compiler.paged.records import frame_schema
 from streamtable.compiler.paged.stages import ADD, SUBTRACT, RegroupStage
 
 P = PickleCodec()
-SCHEMA = pa.schema(
-    [
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("ts", pa.int64()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("seq", pa.int64()),
-        ("topic", pa.string()),
-        ("old", pa.binary()),
-    ]
-)
+SCHEMA = frame_schema(("old", pa.binary()))  # a table change: its old value too
 
 
 def regroup(selector, changes):
