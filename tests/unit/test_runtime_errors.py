@@ -392,3 +392,73 @@ def test_a_failing_bookkeeping_step_is_logged_and_the_monitor_still_detects_a_fa
     assert warnings == [
         "[a] the monitor's bookkeeping failed, retrying at the next tick: KeyError: 'sources'"
     ]
+
+
+def test_a_producer_kept_after_a_replayed_batch_is_probed_before_it_writes_the_next(
+    monkeypatch,
+):
+    """A replayed batch (its marker says committed) keeps the producer it initialized for the
+    task's next batch; by then another worker may have taken the id over, so the next batch
+    probes it first, as it does every producer kept from an earlier batch.
+    """
+    from confluent_kafka import TopicPartition
+
+    from streamtable.runtime import task_output
+
+    markers: dict = {"app-eos-q.sink-0": (6, "qid")}  # batch 5 committed: a replay
+
+    class MarkerConsumer:
+        def __init__(self, group):
+            self.group = group
+
+        def committed(self, partitions, timeout=None):
+            offset, metadata = markers.get(self.group, (-1001, None))
+            return [TopicPartition(partitions[0].topic, 0, offset, metadata)]
+
+        def consumer_group_metadata(self):
+            return self.group
+
+    class Producer:
+        def begin_transaction(self):
+            pass
+
+        def produce(self, topic, **kw):
+            pass
+
+        def flush(self, *args):
+            return 0
+
+        def poll(self, *args):
+            return 0
+
+        def send_offsets_to_transaction(self, offsets, group, timeout):
+            pass
+
+        def commit_transaction(self, timeout):
+            pass
+
+        def abort_transaction(self, timeout):
+            pass
+
+        def __len__(self):
+            return 0
+
+    probes: list = []
+    begin = task_output.TaskOutput._begin
+    monkeypatch.setattr(task_output, "_marker_consumer", lambda spec, group: MarkerConsumer(group))
+    monkeypatch.setattr(task_output, "initialized_producer", lambda conf, tid, timeout: Producer())
+    monkeypatch.setattr(
+        task_output.TaskOutput,
+        "_begin",
+        lambda self, producer, probe: probes.append(probe) or begin(self, producer, probe=probe),
+    )
+    monkeypatch.setattr(task_output, "_txn_producers", {})
+    monkeypatch.setattr(task_output, "_initialized_here", set())
+    spec = task_output.OutputSpec("app", "q.sink", guarantee="exactly_once_v2")
+    replay = task_output.TaskOutput(spec, task_output.TaskCoordinates(0, 5, "qid"))
+    assert replay.replayed and probes == []
+    replay.close()
+    out = task_output.TaskOutput(spec, task_output.TaskCoordinates(0, 6, "qid"))
+    out.produce("out", b"k", b"v")
+    out.close()
+    assert probes == [True]

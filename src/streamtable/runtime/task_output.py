@@ -608,6 +608,7 @@ class TaskOutput:
         if producer is None:
             producer = self._initialized_producer(tid)
         if self._already_committed(coords):
+            _initialized_here.add(tid)  # kept for a later batch: probed before it writes
             _keep_transactional(tid, producer)
             self._skip = True
             return
@@ -616,6 +617,7 @@ class TaskOutput:
             _discard_queued(producer)  # the probe's record
             producer = self._initialized_producer(tid)
             if self._already_committed(coords):
+                _initialized_here.add(tid)
                 _keep_transactional(tid, producer)
                 self._skip = True
                 return
