@@ -174,6 +174,9 @@ def test_table_aggregate_adder_returning_none_deletes_the_group_and_the_next_add
     assert entry is None and outs[0].value is None and pickle.loads(outs[0].old) == "x"
     entry, outs = k.process(g, [add(3, "y")], entry, {})
     assert entry == ("y", 3) and outs[0].old is None
+    # in one micro-batch too: deleted at 9, then started over at 4 with that record's time
+    entry, outs = k.process(g, [add(9, "clear"), add(4, "z")], entry, {})
+    assert entry == ("z", 4) and (pickle.loads(outs[0].value), outs[0].ts) == ("z", 4)
 
 
 def test_stream_table_join_looks_up_as_of_the_stream_timestamp():

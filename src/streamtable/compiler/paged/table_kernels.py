@@ -90,7 +90,8 @@ class TableAggregateKernel:
         before = agg
         for rec in records:
             op, v = pickle.loads(rec.value)
-            ts = rec.ts if ts is None else max(ts, rec.ts)
+            # KTableAggregate: the record's timestamp for an absent aggregate, else the larger
+            ts = rec.ts if ts is None or agg is ABSENT else max(ts, rec.ts)
             if op == SUBTRACT:
                 if agg is ABSENT:
                     continue
