@@ -44,6 +44,10 @@ AGGREGATIONS = {
     "count": Aggregation(lambda: 0, lambda k, v, a: a + 1, merger=lambda k, a, b: a + b),
     "sum": Aggregation(lambda: 0, lambda k, v, a: a + v, merger=lambda k, a, b: a + b),
     "list": Aggregation(list, _append, merger=_extend),
+    # a sum whose aggregator returns None for a negative value: the window is deleted
+    "clearing": Aggregation(
+        lambda: 0, lambda k, v, a: None if v < 0 else a + v, merger=lambda k, a, b: a + b
+    ),
 }
 
 

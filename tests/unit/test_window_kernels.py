@@ -61,14 +61,8 @@ def test_hopping_window_counts_and_late_drops_per_window():
 def test_a_time_window_aggregator_returning_none_deletes_the_window(cuts):
     # KStreamWindowAggregate puts a null aggregate: the window is deleted (a tombstone goes
     # out, at the largest timestamp so far) and the next record starts from initializer()
-    AGGREGATIONS["clearing"] = Aggregation(
-        lambda: 0, lambda k, v, a: None if v == "clear" else a + v
-    )
-    try:
-        k = kernel_for(TimeWindowSpec(10, 10, 100), "clearing")
-        run = drive(k, [(b"A", 1, 5), (b"A", 3, "clear"), (b"A", 2, 7)], cuts)
-    finally:
-        del AGGREGATIONS["clearing"]
+    k = kernel_for(TimeWindowSpec(10, 10, 100), "clearing")  # None for a negative value
+    run = drive(k, [(b"A", 1, 5), (b"A", 3, -1), (b"A", 2, 7)], cuts)
     assert windows_of(run) == {(0, 10): 7}
     assert run.state()[(b"A", 0, 10)][1] == 2  # started over: its own timestamp
     if cuts == "each":
@@ -79,6 +73,53 @@ def test_a_time_window_aggregator_returning_none_deletes_the_window(cuts):
         ]
     else:  # one micro-batch: its last update
         assert run.outputs() == [((b"A", 0, 10), 7, 2)]
+
+
+@pytest.mark.parametrize("cuts", ["each", ""])
+def test_a_session_aggregator_returning_none_deletes_the_session(cuts):
+    # KStreamSessionWindowAggregate puts the null aggregate of the merged session: the session
+    # is gone (its tombstone goes out, at its end), so a later record within the gap starts a
+    # new session from initializer() instead of merging with it (the merger never sees None)
+    k = kernel_for(SessionWindowSpec(5, 100), "clearing")  # None for a negative value
+    run = drive(k, [(b"A", 10, 4), (b"A", 12, -1), (b"A", 14, 3)], cuts)
+    assert windows_of(run) == {(14, 14): 3}
+    if cuts == "each":
+        assert run.outputs() == [
+            ((b"A", 10, 10), 4, 10),
+            ((b"A", 10, 10), None, 10),  # merged away into [10, 12]...
+            ((b"A", 10, 12), None, 12),  # ...whose aggregate is None: deleted
+            ((b"A", 14, 14), 3, 14),
+        ]
+    else:  # one micro-batch: each windowed key's last change
+        assert run.outputs() == [
+            ((b"A", 10, 10), None, 10),
+            ((b"A", 10, 12), None, 12),
+            ((b"A", 14, 14), 3, 14),
+        ]
+
+
+def test_a_session_aggregator_returning_none_for_a_record_at_its_session():
+    # a record at ts finding the session [ts, ts] updates it in place: None deletes it
+    run = drive(kernel_for(SessionWindowSpec(5, 100), "clearing"), [(b"A", 7, 2), (b"A", 7, -1)])
+    assert windows_of(run) == {}
+    assert run.outputs() == [((b"A", 7, 7), None, 7)]
+
+
+@pytest.mark.parametrize("cuts", ["each", ""])
+def test_a_sliding_aggregator_returning_none_deletes_the_window(cuts):
+    # KStreamSlidingWindowAggregate's updateWindowAndForward puts a null aggregate: the window
+    # is deleted (its tombstone goes out) and later records no longer find it. d = 5: 10 makes
+    # [5, 10]; 12 (negative) makes the right window [11, 16] and its left window [7, 12] from
+    # [5, 10]'s content, both None, and nothing that contains 10 but not 12 changes
+    k = kernel_for(SlidingWindowSpec(5, 100), "clearing")
+    run = drive(k, [(b"A", 10, 4), (b"A", 12, -1)], cuts)
+    assert windows_of(run) == {(5, 10): 4}
+    assert run.table() == {(b"A", 5, 10): 4}
+    assert ((b"A", 7, 12), None, 12) in run.outputs()
+    # 13 finds no window holding 12 (they were deleted): its left window [8, 13] starts from
+    # the previous window found, [5, 10], whose largest timestamp 10 is within d of 13
+    run = drive(k, [(b"A", 10, 4), (b"A", 12, -1), (b"A", 13, 1)], cuts)
+    assert windows_of(run)[(8, 13)] == 5
 
 
 def test_time_window_emit_final_at_close():
@@ -412,7 +453,7 @@ def window_specs(draw: Callable[..., Any]) -> tuple[WindowSpec, int]:
     window_specs(),
     records_strategy,
     st.sets(st.integers(1, 17)),
-    st.sampled_from(["count", "sum", "list"]),
+    st.sampled_from(["count", "sum", "list", "clearing"]),
     st.booleans(),
 )
 def test_any_micro_batch_cut_gives_the_same_result(spec, records, cuts, agg, emit_final):

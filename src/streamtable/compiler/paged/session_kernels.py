@@ -16,7 +16,9 @@ For each record at ``ts`` (in arrival order), as Kafka Streams' processor does:
 - if the merged window ends before the close time the record is dropped (counted once, for the
   merged window); otherwise, if the merged window is not ``[ts, ts]``, every found session is
   removed and a tombstone is sent for its windowed key (even when the merged window equals it),
-  then ``aggregator(key, value, agg)`` gives the merged session's aggregate, sent as an update.
+  then ``aggregator(key, value, agg)`` gives the merged session's aggregate, sent as an update;
+  an aggregate of ``None`` deletes the merged session instead (its tombstone is sent), as the
+  processor's ``put`` of a null aggregate does.
 
 Updates and tombstones carry the window end as timestamp. Windowed keys are the key bytes, the
 8-byte end and the 8-byte start (``SessionWindowedSerializer``).
@@ -162,15 +164,18 @@ class SessionWindowKernel(BoundaryEmitKernel):
                     changed.pop(window, None)
                     changed[window] = rec
             agg = self.fold(key, value, agg, rec)
-            session = sessions.get(merged)
             seen = end if seen is None else max(seen, end)
+            changed.pop(merged, None)
+            changed[merged] = rec
+            if agg is None:  # KStreamSessionWindowAggregate puts null: the session is gone
+                sessions.pop(merged, None)
+                continue
+            session = sessions.get(merged)
             if session is None:
                 session = sessions[merged] = [agg, end, False]
                 self.schedule(meta, start, end)
             else:
                 session[0] = agg
-            changed.pop(merged, None)
-            changed[merged] = rec
             self.after_change(gk, merged, session, rec, st, finals, meta)
         if self.spec.emit_final:
             return (sessions or None), finals

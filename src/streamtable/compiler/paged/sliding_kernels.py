@@ -22,7 +22,9 @@ its window store (the reverse-iterator path, which the default stores support):
 - records before ``d`` (whose left window would start before 0) go to the window ``[0, d]``
   instead (``processEarly``);
 - every update checks the window: one ending before the close time is skipped and the record
-  counted as late for it (Kafka Streams' dropped-records sensor counts each skipped window).
+  counted as late for it (Kafka Streams' dropped-records sensor counts each skipped window);
+  an update whose aggregate is ``None`` deletes the window (its tombstone is sent), as the
+  processor's ``put`` of a null aggregate does: later records no longer find it.
 
 A window's timestamp is the largest timestamp of its records; windowed keys are written with
 the window start (``TimeWindowedSerializer`` with window size ``d``).
@@ -163,7 +165,10 @@ class SlidingWindowKernel(BoundaryEmitKernel):
         outs = run.finals
         if not self.spec.emit_final:
             outs = [
-                self.update_out(gk, s, e, windows[(s, e)], r) for (s, e), r in run.changed.items()
+                self.update_out(gk, s, e, windows[(s, e)], r)
+                if (s, e) in windows
+                else Out.of(r, self.window_key(gk, s, e), None, ts=run.deleted[(s, e)])
+                for (s, e), r in run.changed.items()
             ]
         return (windows or None), outs
 
@@ -184,6 +189,7 @@ class _SlidingRun:
         self.k, self.gk, self.key, self.windows, self.meta = kernel, gk, key, windows, meta
         self.d, self.grace = d, grace
         self.changed: dict[tuple[int, int], Rec] = {}
+        self.deleted: dict[tuple[int, int], int] = {}  # window -> its tombstone's timestamp
         self.finals: list[Out] = []
 
     def record(self, rec: Rec, value: Any, st: int) -> None:
@@ -290,13 +296,18 @@ class _SlidingRun:
             k.before_change(self.gk, window, w, rec, self.before, self.finals)
         new = k.fold(self.key, self.value, agg, rec)
         new_ts = rec.ts if agg is None else max(rec.ts, agg_ts)
+        self.changed.pop(window, None)
+        self.changed[window] = rec
+        if new is None:  # the processor puts a null aggregate: the window is gone
+            self.windows.pop(window, None)
+            self.deleted[window] = new_ts
+            return
+        self.deleted.pop(window, None)
         if w is None:
             w = self.windows[window] = [new, new_ts, False]
             k.schedule(self.meta, *window)
         else:
             w[0], w[1] = new, new_ts
-        self.changed.pop(window, None)
-        self.changed[window] = rec
         k.after_change(self.gk, window, w, rec, self.st, self.finals, self.meta)
 
     def create_right(self, right_agg: tuple[Any, int]) -> None:
