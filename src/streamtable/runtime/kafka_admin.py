@@ -6,7 +6,12 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import (
+    ConsumerGroupTopicPartitions,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from streamtable.errors import BrokerUnreachableError, MissingSourceTopicError, StreamtableError
@@ -61,25 +66,57 @@ class KafkaAdmin:
     def topic_partitions(self, topics: Iterable[str] | None = None) -> dict[str, int]:
         """Partition counts of the existing topics (of ``topics``, or of all).
 
+        A topic absent from the cluster's metadata does not exist. One of ``topics`` that the
+        metadata lists with an error (``LEADER_NOT_AVAILABLE`` while it is created or its
+        broker restarts, say) exists: its metadata is asked again until the error clears, for
+        up to the timeout, so that a transient error never reads as a missing (or deleted)
+        topic. Listing all topics, those with an error are left out.
+
         Raises
         ------
         BrokerUnreachableError
             If no broker answers within the timeout.
+        StreamtableError
+            If the metadata of one of ``topics`` still reports an error after the timeout.
         """
+        wanted = None if topics is None else set(topics)
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            md = self._list_topics()
+            failing = {
+                name: t.error
+                for name, t in md.topics.items()
+                if wanted is not None
+                and name in wanted
+                and t.error is not None
+                and t.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART
+            }
+            if not failing:
+                break
+            if time.monotonic() >= deadline:
+                raise StreamtableError(
+                    f"The metadata of topic(s) {sorted(failing)} on {self.bootstrap_servers} "
+                    f"still reports an error after {self.timeout_s:g} s "
+                    f"({', '.join(f'{n}: {e.str()}' for n, e in sorted(failing.items()))}): the "
+                    "topics exist, but their partitions cannot be read. Check the brokers "
+                    "(a partition without a leader, an offline broker) and start again."
+                )
+            time.sleep(0.2)
+        return {
+            name: len(t.partitions)
+            for name, t in md.topics.items()
+            if (wanted is None or name in wanted) and t.error is None
+        }
+
+    def _list_topics(self) -> Any:
         try:
-            md = self._client().list_topics(timeout=self.timeout_s)
+            return self._client().list_topics(timeout=self.timeout_s)
         except KafkaException as e:
             raise BrokerUnreachableError(
                 f"No Kafka broker answered at bootstrap.servers={self.bootstrap_servers!r} within "
                 f"{self.timeout_s:g} s ({e}). Check that the broker runs and the address is "
                 "right (for development: `streamtable broker start`)."
             ) from None
-        wanted = None if topics is None else set(topics)
-        return {
-            name: len(t.partitions)
-            for name, t in md.topics.items()
-            if (wanted is None or name in wanted) and t.error is None
-        }
 
     def require_topics(self, topics: Iterable[str], role: str) -> dict[str, int]:
         """Partition counts of ``topics``; raise when one is missing.
