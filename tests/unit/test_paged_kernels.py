@@ -96,6 +96,27 @@ def test_table_table_join_coalesces_a_batch_to_its_last_result():
     assert outs[0].ts == 6
 
 
+@pytest.mark.parametrize("join_type", ["left", "outer"])
+def test_table_table_join_a_deleted_side_gives_no_timestamp(join_type):
+    # KTableKTable{Left,Outer}Join: the other side's value getter finds nothing after its
+    # delete, so the result takes the update's own timestamp, not the delete's (60). The
+    # deleted side is the right one for a left join, the left one for an outer join.
+    k = TableTableJoinKernel("J", join_type, lambda lv, rv: f"{lv}|{rv}", P, P)
+    gone, kept = (1, 0) if join_type == "left" else (0, 1)
+    entry, outs = None, []
+    for rec in [r(50, gone, "x"), r(10, kept, "A"), r(60, gone, None), r(30, kept, "B")]:
+        entry, batch_outs = k.process(b"k", [rec], entry, {})
+        outs += batch_outs
+    assert [(pickle.loads(o.value) if o.value else None, o.ts) for o in outs] == (
+        [("x|A" if gone == 0 else "A|x", 50), ("A|None", 60), ("B|None", 30)]
+        if join_type == "left"
+        else [("x|None", 50), ("x|A", 50), ("None|A", 60), ("None|B", 30)]
+    )
+    # while the other side exists, the larger of the two timestamps
+    entry, batch_outs = k.process(b"k", [r(20, gone, "z")], entry, {})
+    assert batch_outs[0].ts == 30
+
+
 def test_table_table_join_coalesces_each_side_to_its_last_update_first():
     """Kafka Streams' record cache forwards a source table's last update per key: joined
     (L1, R1) and deleted on both sides within the batch, nothing was or is joined."""

@@ -176,7 +176,9 @@ class TableTableJoinKernel:
       absent.
 
     Only the last result per key and micro-batch is emitted (record-cache coalescing).
-    Output ts = max of the two sides' timestamps. As only a side's last update matters, the
+    Output ts = the update's timestamp, or the larger of it and the other side's while the
+    other side exists (a deleted side has no timestamp: the processors' value getter finds
+    nothing, and they take ``record.timestamp()``). As only a side's last update matters, the
     pack before the shuffle keeps just that one (``latest_per_key``).
     """
 
@@ -200,11 +202,16 @@ class TableTableJoinKernel:
         ]
         result: Out | None = None
         for rec in heapq.merge(*latest, key=lambda r: r.ts):
+            # a deleted side has no timestamp: the value getter finds nothing
+            ts = None if rec.value is None else rec.ts
             if rec.side == LEFT:
-                lv, lts = rec.value, rec.ts
+                lv, lts = rec.value, ts
+                other_ts = None if rv is None else rts
             else:
-                rv, rts = rec.value, rec.ts
-            emitted = self._emit(rec, lv, rv, max(t for t in (lts, rts) if t is not None))
+                rv, rts = rec.value, ts
+                other_ts = None if lv is None else lts
+            out_ts = rec.ts if other_ts is None else max(rec.ts, other_ts)
+            emitted = self._emit(rec, lv, rv, out_ts)
             if emitted is not None:
                 result = emitted
         new_entry = None if lv is None and rv is None else (lv, lts, rv, rts)
