@@ -231,6 +231,51 @@ def test_failed_start_releases_the_lock(tmp_path):
 # --------------------------------------------------------------------------- reset refusals
 
 
+def test_reset_never_deletes_a_topic_the_application_reads_named_like_an_internal_one(
+    tmp_path, monkeypatch
+):
+    # StreamsResetter leaves input topics out of the internal topics it deletes (KAFKA-7930):
+    # `orders` reads `orders-cdc-changelog` (rewound) and `orders-feed-changelog` (recorded in
+    # its topology.json), both named like its changelogs by chance
+    import streamtable.runtime.reset as reset_module
+
+    calls: dict[str, object] = {}
+
+    class Admin:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def topic_partitions(self, topics=None):
+            names = ["orders-cdc-changelog", "orders-feed-changelog", "orders-count-repartition"]
+            return dict.fromkeys(names + ["out"], 1)
+
+        def list_offsets(self, wanted, spec, what):
+            return {(t, p): 0 for t, n in wanted.items() for p in range(n)}
+
+        def consumer_groups(self):
+            return []
+
+        def alter_group_offsets(self, group, offsets):
+            calls["offsets"] = offsets
+
+        def delete_topics(self, topics):
+            calls["deleted"] = topics
+
+        def delete_consumer_groups(self, groups):
+            pass
+
+    app_dir = tmp_path / "orders"
+    app_dir.mkdir()
+    (app_dir / "topology.json").write_text(
+        json.dumps({"sources": ["orders-cdc-changelog", "orders-feed-changelog"]})
+    )
+    monkeypatch.setattr(reset_module, "KafkaAdmin", Admin)
+    config = {"application.id": "orders", "bootstrap.servers": "x:1", "state.dir": str(tmp_path)}
+    result = reset_application(config, ["orders-cdc-changelog"])
+    assert result.deleted_topics == calls["deleted"] == ["orders-count-repartition"]
+    assert calls["offsets"] == {("orders-cdc-changelog", 0): 0}
+
+
 def test_reset_refuses_a_running_application(tmp_path):
     config = {
         "application.id": "app",

@@ -286,6 +286,13 @@ def _reset(
             "reads and should reprocess), then run `streamtable reset` again."
         )
 
+    # the application's internal topics, deleted below; never a topic it reads, even one named
+    # like an internal topic by chance (StreamsResetter leaves input topics out, KAFKA-7930)
+    sources = _fingerprint_sources(checkpoint_dir)
+    internal = sorted(
+        t for t in existing if is_internal_topic(app_id, t) and t not in topics and t not in sources
+    )
+
     # positions to keep: the checkpoints' (or an earlier reset's) for topics not rewound
     committed = checkpoint_positions(checkpoint_dir)
     for topic, parts in read_starting_offsets(checkpoint_dir).items():
@@ -296,7 +303,7 @@ def _reset(
         if t not in topics
         and t in existing  # a deleted topic has no position to keep
         # repartition topics are deleted and start empty: their readers start at 0
-        and not is_internal_topic(app_id, t)
+        and t not in internal
     }
     kept = sorted(positions)
 
@@ -312,9 +319,7 @@ def _reset(
     for (topic, part), off in rewound.items():
         positions.setdefault(topic, {})[part] = off
 
-    sources = _fingerprint_sources(checkpoint_dir)
     unpositioned = [t for t in sources if t not in positions]
-    internal = sorted(t for t in existing if is_internal_topic(app_id, t))
     groups = [g for g in admin.consumer_groups() if is_eos_group(app_id, g)]
     entries = (
         sorted(p.name for p in checkpoint_dir.iterdir() if p.name != LOCK_FILE)
