@@ -65,6 +65,17 @@ class Record:
     Record(key='alice', value=4, timestamp=1000, headers=())
     >>> r.with_timestamp(5).timestamp
     5
+    >>> r.with_timestamp(-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: Malformed Record: timestamp may not be negative (got -1 ms).
+
+    Raises
+    ------
+    ValueError
+        If the timestamp is negative, as Kafka Streams' ``Record`` constructor refuses one
+        ("Malformed Record"): a processor that forwards it fails on that record, under the
+        processing exception handler.
     """
 
     key: Any
@@ -73,6 +84,12 @@ class Record:
     #: ``(name, bytes)`` pairs; streamtable does not carry input headers through its operators
     #: yet, so records handed to ``process`` have none and forwarded headers are dropped
     headers: tuple[tuple[str, bytes | None], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.timestamp < 0:
+            raise ValueError(
+                f"Malformed Record: timestamp may not be negative (got {self.timestamp} ms)."
+            )
 
     def with_key(self, key: Any) -> Record:
         """A copy with another key."""
