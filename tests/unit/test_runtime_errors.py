@@ -3,7 +3,7 @@
 import pytest
 
 from streamtable import KafkaStreams, Serdes, StreamsBuilder
-from streamtable.errors import BrokerUnreachableError, ConfigError, TopologyError
+from streamtable.errors import BrokerUnreachableError, ConfigError, StreamsError, TopologyError
 from streamtable.runtime.checkpoint import check_fingerprint
 from streamtable.runtime.kafka_streams import State
 from streamtable.runtime.state_lock import StateDirLock
@@ -462,3 +462,59 @@ def test_a_producer_kept_after_a_replayed_batch_is_probed_before_it_writes_the_n
     out.produce("out", b"k", b"v")
     out.close()
     assert probes == [True]
+
+
+@pytest.mark.parametrize("when", ["produce", "delivery"])
+@pytest.mark.parametrize(
+    ("code", "skipped"),
+    [("MSG_SIZE_TOO_LARGE", True), ("TOPIC_AUTHORIZATION_FAILED", False), ("UNKNOWN", False)],
+)
+def test_continue_skips_a_rejected_record_but_never_an_authorization_error(
+    monkeypatch, when, code, skipped
+):
+    # RecordCollectorImpl.recordSendError: authorization/authentication, invalid-topic and
+    # unknown-server errors never reach the production exception handler (isFatalException);
+    # a record too large goes to it, and CONTINUE drops it
+    from confluent_kafka import KafkaError, KafkaException
+
+    from streamtable.runtime import task_output
+
+    error = KafkaError(getattr(KafkaError, code))
+
+    class Message:
+        def topic(self):
+            return "out"
+
+        def partition(self):
+            return 0
+
+    class Producer:
+        def __init__(self):
+            self.report = lambda: None
+
+        def produce(self, topic, key, value, on_delivery, **kwargs):
+            if when == "produce":
+                raise KafkaException(error)
+            self.report = lambda: on_delivery(error, Message())
+
+        def poll(self, timeout):
+            return 0
+
+        def flush(self, timeout):
+            self.report()
+            return 0
+
+    monkeypatch.setattr(task_output.TaskOutput, "_plain_producer", lambda self: Producer())
+    spec = task_output.OutputSpec("app", "q.sink", production_handler="continue")
+    out = task_output.TaskOutput(spec, task_output.TaskCoordinates(0, 0, "q"))
+    if skipped:
+        out.produce("out", b"k", b"v")
+        out.close()
+        assert out.rejected == 1
+        return
+    with pytest.raises(
+        StreamsError,
+        match=rf"{code}.*No production exception handler skips this error \(an authorization",
+    ):
+        out.produce("out", b"k", b"v")
+        out.close()

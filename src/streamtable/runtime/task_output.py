@@ -469,6 +469,39 @@ def _within(call: Callable[[], None], deadline_s: float) -> None:
 PRODUCER_FATAL = "producer in a fatal state; the batch is re-run with a new producer"
 
 
+#: librdkafka error names no ``production.exception.handler`` may continue from: Kafka Streams'
+#: ``RecordCollectorImpl.isFatalException`` (authentication and authorization errors,
+#: ``SecurityDisabledException``, ``InvalidTopicException``, ``UnknownServerException``,
+#: ``OffsetMetadataTooLarge``) never hands them to the handler
+_NEVER_SKIPPED = frozenset(
+    {
+        "TOPIC_AUTHORIZATION_FAILED",
+        "GROUP_AUTHORIZATION_FAILED",
+        "CLUSTER_AUTHORIZATION_FAILED",
+        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+        "DELEGATION_TOKEN_AUTHORIZATION_FAILED",
+        "SASL_AUTHENTICATION_FAILED",
+        "_AUTHENTICATION",
+        "SECURITY_DISABLED",
+        "TOPIC_EXCEPTION",
+        "UNKNOWN",
+        "OFFSET_METADATA_TOO_LARGE",
+    }
+)
+
+
+def _never_skipped(err: Any) -> bool:
+    """Whether a ``KafkaError`` is one no handler may continue from (see ``_NEVER_SKIPPED``).
+
+    >>> from confluent_kafka import KafkaError
+    >>> _never_skipped(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
+    True
+    >>> _never_skipped(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE))
+    False
+    """
+    return err is not None and err.name() in _NEVER_SKIPPED
+
+
 def _is_fatal(e: BaseException) -> bool:
     """Whether ``e`` says the producer is in a fatal state (it accepts nothing any more).
 
@@ -540,7 +573,7 @@ class TaskOutput:
         self._consumer: Any = None
         self._open = False
         self._skip = False
-        self._errors: list[str] = []
+        self._errors: list[tuple[str, bool]] = []
         self._tid = ""
         self.produced = 0
         #: records skipped by ``production.exception.handler=continue``
@@ -700,7 +733,8 @@ class TaskOutput:
 
     def _delivered(self, err: Any, msg: Any) -> None:
         if err is not None:
-            self._errors.append(f"{msg.topic()}[{msg.partition()}]: {err.str()}")
+            text = f"{msg.topic()}[{msg.partition()}]: {err.str()} ({err.name()})"
+            self._errors.append((text, _never_skipped(err)))
 
     def produce(
         self,
@@ -751,7 +785,7 @@ class TaskOutput:
             except KafkaException as e:
                 if _is_fatal(e):
                     raise self._fatal_with_cause(e) from e
-                self._reject(topic, str(e))
+                self._reject(topic, str(e), _never_skipped(e.args[0] if e.args else None))
                 return
             except SystemError as e:  # confluent-kafka reports a fatal error this way
                 raise self._fatal_with_cause(e) from e
@@ -792,8 +826,8 @@ class TaskOutput:
             return _fatal(self.spec, cause)
         return _fatal(self.spec, e)
 
-    def _reject(self, topic: str, error: str) -> None:
-        if self.spec.production_handler == "continue":
+    def _reject(self, topic: str, error: str, never_skipped: bool = False) -> None:
+        if self.spec.production_handler == "continue" and not never_skipped:
             self.rejected += 1
             log.warning(
                 "[%s] skipping a record the producer rejected (%s: %s); "
@@ -803,10 +837,16 @@ class TaskOutput:
                 error,
             )
             return
+        if never_skipped:
+            raise StreamsError(
+                f"Producing to topic {topic!r} failed: {error}. No production exception "
+                "handler skips this error (an authorization, authentication or invalid-topic "
+                "error, as in Kafka Streams): fix the cause (e.g. the ACLs), then start again."
+            )
         raise StreamsError(
             f"Producing to topic {topic!r} failed: {error}. The default production exception "
             "handler stops the application; set 'production.exception.handler'='continue' to "
-            "skip such records (at_least_once only)."
+            "skip such records."
         )
 
     # -- finishing -----------------------------------------------------------------------
@@ -915,10 +955,12 @@ class TaskOutput:
             producer = None
 
     def _take_errors(self, *, allow_continue: bool) -> None:
-        errors, self._errors = self._errors, []
-        if not errors:
+        reported, self._errors = self._errors, []
+        if not reported:
             return
-        if allow_continue and self.spec.production_handler == "continue":
+        errors = [text for text, _ in reported]
+        never = [text for text, never_skipped in reported if never_skipped]
+        if allow_continue and self.spec.production_handler == "continue" and not never:
             self.rejected += len(errors)
             log.warning(
                 "[%s] %d records rejected by the broker and skipped "
@@ -928,15 +970,22 @@ class TaskOutput:
                 errors[0],
             )
             return
-        raise StreamsError(
-            f"{len(errors)} records could not be written by output stage {self.spec.stage!r}; "
-            f"first: {errors[0]}."
-            + (
+        if never:
+            hint = (
+                " No production exception handler skips this error (an authorization, "
+                "authentication or invalid-topic error, as in Kafka Streams): fix the cause "
+                "(e.g. the ACLs), then start again."
+            )
+        elif self.spec.exactly_once:
+            hint = (
                 " Under exactly_once_v2 the task's transaction is aborted and nothing of it "
                 "becomes visible."
-                if self.spec.exactly_once
-                else " Set 'production.exception.handler'='continue' to skip such records."
             )
+        else:
+            hint = " Set 'production.exception.handler'='continue' to skip such records."
+        raise StreamsError(
+            f"{len(errors)} records could not be written by output stage {self.spec.stage!r}; "
+            f"first: {(never or errors)[0]}.{hint}"
         )
 
     def abort(self) -> None:
