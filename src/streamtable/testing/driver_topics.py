@@ -148,7 +148,19 @@ def to_millis(ts: int | datetime | None, default: int) -> int:
 
 
 class TestInputTopic:
-    """Pipes records into one input topic of a :class:`TopologyTestDriver`."""
+    """Pipes records into one input topic of a :class:`TopologyTestDriver`.
+
+    A record piped without a timestamp gets the topic's next timestamp: from
+    ``start_timestamp``, advanced by ``auto_advance`` after each such record (Kafka's
+    ``TestInputTopic``). Without ``start_timestamp`` the driver's mocked wall clock gives it
+    (Kafka's driver takes ``Instant.now()`` at the topic's creation), unless ``auto_advance``
+    is given: the topic then starts at the wall clock of its creation.
+
+    Raises
+    ------
+    ValueError
+        If ``auto_advance`` is negative (Kafka: "autoAdvance must be positive").
+    """
 
     __test__ = False  # not a pytest class
 
@@ -165,8 +177,15 @@ class TestInputTopic:
         self.name = name
         self.key_serde = key_serde
         self.value_serde = value_serde
-        self._next_ts = start_timestamp
         self._advance = int(auto_advance.total_seconds() * 1000)
+        if self._advance < 0:
+            raise ValueError(
+                f"auto_advance must not be negative (got {auto_advance!r}) for input topic "
+                f"{name!r}, as in Kafka's TestInputTopic."
+            )
+        if start_timestamp is None and self._advance:
+            start_timestamp = driver.wall_clock_ms
+        self._next_ts = start_timestamp
 
     def _timestamp(self, ts: int | datetime | None) -> int:
         if ts is not None:
@@ -259,13 +278,25 @@ class TestOutputTopic:
         return [(r.key, r.value) for r in self.read_records_to_list()]
 
     def read_key_values_to_map(self) -> dict[Any, Any]:
-        """Last value per key; a null value removes the key (Kafka's ``readKeyValuesToMap``)."""
+        """Last value per key, as Kafka's ``readKeyValuesToMap``: a key whose last record is a
+        tombstone stays in the map with the value ``None``.
+
+        Raises
+        ------
+        StreamsError
+            If a remaining record has a null key (Kafka: "Null keys not allowed with
+            readKeyValuesToMap method"); the records read before it are consumed.
+        """
         out: dict[Any, Any] = {}
-        for k, v in self.read_key_values_to_list():
-            if v is None:
-                out.pop(k, None)
-            else:
-                out[k] = v
+        while self._queue:
+            record = self.read_record()
+            if record.key is None:
+                raise StreamsError(
+                    f"Output topic {self.name!r} holds a record with a null key (value "
+                    f"{record.value!r}): read_key_values_to_map needs keys, as Kafka's "
+                    "readKeyValuesToMap does; read it with read_key_values_to_list."
+                )
+            out[record.key] = record.value
         return out
 
     def is_empty(self) -> bool:

@@ -1,0 +1,73 @@
+"""The test driver's input and output topics against Kafka's TestInputTopic/TestOutputTopic,
+with a stand-in driver (no Spark): what they hand the driver and what they read back."""
+
+from __future__ import annotations
+
+from collections import deque
+from datetime import timedelta
+
+import pytest
+
+from streamtable import Serdes
+from streamtable.errors import StreamsError
+from streamtable.testing.driver_topics import TestInputTopic, TestOutputTopic
+
+pytestmark = pytest.mark.unit
+
+S = Serdes.string()
+
+
+class StandInDriver:
+    """What the topics use of a TopologyTestDriver: the wall clock, pipes and output queues."""
+
+    def __init__(self, wall_clock_ms: int = 0) -> None:
+        self.wall_clock_ms = wall_clock_ms
+        self.piped: list[tuple[str, bytes | None, bytes | None, int]] = []
+        self._outputs: dict[str, deque] = {}
+
+    def _pipe(self, topic, records):
+        self.piped += [(topic, k, v, ts) for k, v, ts in records]
+
+
+def test_auto_advance_without_a_start_starts_at_the_wall_clock_of_the_topic_creation():
+    # Kafka's TestInputTopic advances its own time after each record; the driver's wall
+    # clock moving later changes nothing (it used to give every record the wall clock)
+    driver = StandInDriver(wall_clock_ms=5_000)
+    topic = TestInputTopic(driver, "in", S, S, auto_advance=timedelta(seconds=1))
+    topic.pipe_input("k", "a")
+    driver.wall_clock_ms = 60_000
+    topic.pipe_input("k", "b")
+    topic.pipe_input("k", "c", timestamp=7)  # an explicit timestamp does not advance it
+    topic.pipe_input("k", "d")
+    assert [ts for *_, ts in driver.piped] == [5_000, 6_000, 7, 7_000]
+
+
+def test_without_start_or_auto_advance_records_take_the_driver_wall_clock():
+    driver = StandInDriver(wall_clock_ms=5_000)
+    topic = TestInputTopic(driver, "in", S, S)
+    topic.pipe_input("k", "a")
+    driver.wall_clock_ms = 60_000
+    topic.pipe_input("k", "b")
+    assert [ts for *_, ts in driver.piped] == [5_000, 60_000]
+
+
+def test_a_negative_auto_advance_is_refused():
+    with pytest.raises(ValueError, match=r"auto_advance must not be negative .* topic 'in'"):
+        TestInputTopic(StandInDriver(), "in", S, S, auto_advance=timedelta(seconds=-1))
+
+
+def test_read_key_values_to_map_keeps_a_tombstoned_key_with_none():
+    # TestOutputTopic.readKeyValuesToMap: "If the last update to a key is a delete/tombstone,
+    # the key will still be in the map (with null-value)"
+    driver = StandInDriver()
+    driver._outputs["out"] = deque(
+        [(b"a", b"1", 0), (b"b", b"2", 0), (b"a", None, 1), (b"b", b"3", 2)]
+    )
+    assert TestOutputTopic(driver, "out", S, S).read_key_values_to_map() == {"a": None, "b": "3"}
+
+
+def test_read_key_values_to_map_refuses_a_null_key():
+    driver = StandInDriver()
+    driver._outputs["out"] = deque([(b"a", b"1", 0), (None, b"x", 0)])
+    with pytest.raises(StreamsError, match=r"'out' holds a record with a null key \(value 'x'\)"):
+        TestOutputTopic(driver, "out", S, S).read_key_values_to_map()
