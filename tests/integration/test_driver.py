@@ -100,3 +100,23 @@ def test_table_regroup_emits_subtraction_then_addition(spark):
         assert out.read_key_values_to_list() == [("E", 0), ("A", 2)]
         inp.pipe_input("bob", None)
         assert out.read_key_values_to_list() == [("A", 1)]
+
+
+def test_output_to_a_topic_the_topology_reads_is_processed_again(spark):
+    # Kafka's driver re-enqueues records written to a source topic
+    # (captureOutputsAndReEnqueueInternalResults): they are processed and stay readable
+    b = StreamsBuilder()
+    b.stream("a", key_serde=S, value_serde=S).map_values(str.upper).to("b", value_serde=S)
+    b.stream("b", key_serde=S, value_serde=S).group_by_key().count(name="counts").to_stream().to(
+        "c", value_serde=L
+    )
+    with TopologyTestDriver(b.build()) as driver:
+        inp = driver.create_input_topic("a", S, S)
+        inp.pipe_input("k", "x", timestamp=10)
+        inp.pipe_input("k", "y", timestamp=20)
+        assert driver.create_output_topic("b", S, S).read_key_values_to_list() == [
+            ("k", "X"),
+            ("k", "Y"),
+        ]
+        c = driver.create_output_topic("c", S, L).read_records_to_list()
+        assert [(r.key, r.value, r.timestamp) for r in c] == [("k", 1, 10), ("k", 2, 20)]

@@ -327,14 +327,31 @@ class TopologyTestDriver:
         self._run()
 
     def _run(self) -> None:
-        """Run every query until it has processed all piped input, then read captured outputs."""
-        for q in self._queries:
-            try:
-                q.processAllAvailable()
-            except Exception as e:
-                raise StreamsError(f"{_cause(e)} (query {q.name!r} failed)") from e
-        for topic, key, value, ts, _headers in read_captured(self._capture_dir, self._captured):
-            self._outputs.setdefault(topic, deque()).append((key, value, ts))
+        """Run every query until it has processed all piped input, then read captured outputs.
+
+        Records written to a topic the topology also reads go back into it and are processed
+        too, until none is left, as Kafka's driver re-enqueues output to a source topic
+        (``captureOutputsAndReEnqueueInternalResults``); they stay readable as output.
+        """
+        sources = set(self.topology.source_topics)
+        while True:
+            written = {t: len(q) for t, q in self._outputs.items() if t in sources}
+            for q in self._queries:
+                try:
+                    q.processAllAvailable()
+                except Exception as e:
+                    raise StreamsError(f"{_cause(e)} (query {q.name!r} failed)") from e
+            for topic, key, value, ts, _headers in read_captured(self._capture_dir, self._captured):
+                self._outputs.setdefault(topic, deque()).append((key, value, ts))
+            fed_back = {
+                t: list(q)[written.get(t, 0) :]
+                for t, q in self._outputs.items()
+                if t in sources and len(q) > written.get(t, 0)
+            }
+            if not fed_back:
+                return
+            for topic, records in fed_back.items():
+                append_records(self._root, topic, records)
 
     def advance_wall_clock_time(self, advance: timedelta) -> None:
         """Advance the driver's mocked wall-clock time (Kafka's ``advanceWallClockTime``).
