@@ -174,6 +174,27 @@ def test_table_aggregate_subtractor_returning_none_deletes_the_group():
     assert entry is None and outs[0].value is None and pickle.loads(outs[0].old) == 4
 
 
+@pytest.mark.parametrize("reduce", [True, False])
+def test_table_aggregate_change_whose_subtraction_deletes_keeps_the_aggregate_timestamp(reduce):
+    # KTableReduce/KTableAggregate process a change within one group as one record: its
+    # result's timestamp is max(record, aggregate before it), even when the subtractor
+    # returned null before the adder ran
+    adder = (lambda agg, v: agg + v) if reduce else (lambda key, v, agg: agg + v)
+    subtractor = (lambda agg, v: None if agg == v else agg - v) if reduce else (
+        lambda key, v, agg: None if agg == v else agg - v
+    )  # fmt: skip
+    k = TableAggregateKernel("AGG", P, None if reduce else (lambda: 0), adder, subtractor, reduce)
+    g = P.encode_many(["g"])[0]
+    entry, _ = k.process(g, [Rec(100, "t", 0, 7, ADD, 0, g, pickle.dumps((ADD, 5)))], None, {})
+    change = [  # the source row changes 5 -> 7 at ts 50: its subtraction, then its addition
+        Rec(50, "t", 0, 8, 2 * 0 + SUBTRACT, 0, g, pickle.dumps((SUBTRACT, 5))),
+        Rec(50, "t", 0, 8, 2 * 0 + ADD, 0, g, pickle.dumps((ADD, 7))),
+    ]
+    entry, outs = k.process(g, change, entry, {})
+    assert (pickle.loads(outs[0].value), outs[0].ts) == (7, 100)
+    assert entry == (7, 100)
+
+
 def test_table_aggregate_adder_returning_none_deletes_the_group_and_the_next_add_starts_over():
     # KTableAggregate: store.put(key, null) deletes; the next addition finds no aggregate and
     # starts from initializer()

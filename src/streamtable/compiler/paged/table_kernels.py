@@ -88,13 +88,24 @@ class TableAggregateKernel:
         key = self.key_codec.decode_many([gk])[0]
         agg, ts = entry if entry is not None else (ABSENT, None)
         before = agg
+        # the source change of the last subtraction from a present aggregate, and the
+        # timestamp it gave: its addition keeps it even if the subtractor deleted the aggregate
+        # (KTableAggregate/KTableReduce handle both halves of a change as one record, whose
+        # timestamp is the larger of its own and the aggregate's before the change)
+        subtracted: tuple[Any, ...] | None = None
         for rec in records:
             op, v = pickle.loads(rec.value)
-            # KTableAggregate: the record's timestamp for an absent aggregate, else the larger
-            ts = rec.ts if ts is None or agg is ABSENT else max(ts, rec.ts)
+            change = (rec.topic, rec.partition, rec.offset, rec.seq // 2)
+            if op == ADD and agg is ABSENT and subtracted is not None and subtracted[0] == change:
+                ts = subtracted[1]
+            else:
+                # KTableAggregate: the record's timestamp for an absent aggregate, else the
+                # larger
+                ts = rec.ts if ts is None or agg is ABSENT else max(ts, rec.ts)
             if op == SUBTRACT:
                 if agg is ABSENT:
                     continue
+                subtracted = (change, ts)
                 args = (agg, v) if self.reduce else (key, v, agg)
                 agg = call_user(self.subtractor, args, self.node_name, "subtractor", rec)
                 if agg is None:
