@@ -518,3 +518,45 @@ def test_continue_skips_a_rejected_record_but_never_an_authorization_error(
     ):
         out.produce("out", b"k", b"v")
         out.close()
+
+
+def test_close_after_a_failure_keeps_the_error_state():
+    # KafkaStreams.State.ERROR is terminal: close() releases the resources and leaves it, so
+    # that whatever watches the state (a supervisor, `streamtable run`) still sees the failure
+    app = KafkaStreams(topology(), {"application.id": "a", "bootstrap.servers": "x:1"})
+    app._fail(RuntimeError("boom"))
+    assert app.state.value == "ERROR"
+    assert app.close() is True
+    assert app.state.value == "ERROR"
+    assert app.close() is True  # again: nothing left to do
+
+
+class _SlowQuery:
+    """Stands in for a Spark StreamingQuery whose stop() returns after ``stop_s``."""
+
+    def __init__(self, stop_s: float) -> None:
+        import threading
+
+        self.stop_s, self._stopped = stop_s, threading.Event()
+        self.isActive, self.status, self.name = True, {"isTriggerActive": False}, "q"
+
+    def stop(self):
+        self._stopped.wait(self.stop_s)  # a batch slow to react to the interrupt
+        self.isActive = False
+
+    def awaitTermination(self, timeout):
+        return not self.isActive
+
+
+@pytest.mark.parametrize(("stop_s", "within"), [(0.0, True), (1.0, False)])
+def test_close_says_whether_the_queries_stopped_within_the_timeout(stop_s, within):
+    # KafkaStreams.close(Duration) returns false when the client did not stop in time
+    from datetime import timedelta
+
+    from streamtable.runtime.kafka_streams import State
+
+    app = KafkaStreams(topology(), {"application.id": "a", "bootstrap.servers": "x:1"})
+    app._state = State.RUNNING
+    app._queries = [_SlowQuery(stop_s)]
+    assert app.close(timeout=timedelta(milliseconds=200)) is within
+    assert app.state.value == "NOT_RUNNING"

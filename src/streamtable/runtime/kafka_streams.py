@@ -74,7 +74,7 @@ _TRANSITIONS: dict[State, set[State]] = {
     State.PENDING_SHUTDOWN: {State.NOT_RUNNING},
     State.NOT_RUNNING: set(),
     State.PENDING_ERROR: {State.ERROR},
-    State.ERROR: {State.PENDING_SHUTDOWN},
+    State.ERROR: set(),  # terminal, as in Kafka Streams: close() releases resources, keeps it
 }
 
 
@@ -134,6 +134,7 @@ class KafkaStreams:
                 )
         self.topology = topology
         self._state = State.CREATED
+        self._closed = False
         self._lock = threading.RLock()
         self._queries: list[Any] = []
         self._handler: Callable[[BaseException], None] | None = None
@@ -729,16 +730,24 @@ class KafkaStreams:
     def close(self, timeout: timedelta | None = None) -> bool:
         """Stop every query and release resources; the state ends ``NOT_RUNNING``.
 
+        After a failure the state stays ``ERROR`` (Kafka Streams' terminal state: its
+        ``close()`` leaves it), and the resources are released all the same.
+
         Returns
         -------
         bool
-            True when all queries stopped within ``timeout`` (default: wait for them).
+            True when all queries stopped within ``timeout`` (default: wait for them); False
+            when the deadline passed first (a running micro-batch was then interrupted: it is
+            redone on restart), as Kafka Streams' ``close(Duration)`` returns false.
         """
         with self._lock:
-            if self._state in (State.NOT_RUNNING, State.PENDING_SHUTDOWN):
+            if self._state in (State.NOT_RUNNING, State.PENDING_SHUTDOWN) or self._closed:
                 return True
+            self._closed = True
+            failed = self._state in (State.ERROR, State.PENDING_ERROR)
             self._stop_monitor.set()
-            self._transition(State.PENDING_SHUTDOWN)
+            if not failed:
+                self._transition(State.PENDING_SHUTDOWN)
         self._stop_query_server()
         deadline = None if timeout is None else time.monotonic() + timeout.total_seconds()
         ok = True
@@ -746,14 +755,14 @@ class KafkaStreams:
             try:
                 # a real-time batch lasts the whole commit interval: it is stopped as it runs
                 # (at-least-once: a restart reprocesses what came after its last checkpoint)
-                if self.config.trigger != "real_time":
-                    self._let_batch_finish(q, deadline)
+                if self.config.trigger != "real_time" and not self._let_batch_finish(q, deadline):
+                    ok = False
                 q.stop()
                 if deadline is not None:
-                    ok = (
-                        ok
-                        and q.awaitTermination(max(0.0, deadline - time.monotonic())) is not False
-                    )
+                    left = deadline - time.monotonic()
+                    # stop() returned past the deadline, or the query still runs at it
+                    if left <= 0 or q.awaitTermination(left) is False:
+                        ok = False
             except Exception:  # a failed query raises again on stop/await
                 pass
         monitor = self._monitor
@@ -773,7 +782,8 @@ class KafkaStreams:
             self._replica.close()
         self._close_admin()
         self._release_state_dir()
-        self._transition(State.NOT_RUNNING)
+        if not failed:
+            self._transition(State.NOT_RUNNING)
         return ok
 
     def _close_admin(self) -> None:
@@ -791,8 +801,9 @@ class KafkaStreams:
             lock.release()
 
     @staticmethod
-    def _let_batch_finish(query: Any, deadline: float | None) -> None:
-        """Wait (up to 30 s or the deadline) for a running micro-batch to commit.
+    def _let_batch_finish(query: Any, deadline: float | None) -> bool:
+        """Wait (up to 30 s or the deadline) for a running micro-batch to commit; False when
+        one still runs at the deadline (stopping the query interrupts it).
 
         Stopping a query mid-batch interrupts it (the batch is redone on restart); letting it
         finish first is Kafka Streams' clean close, which commits before it shuts down.
@@ -800,8 +811,11 @@ class KafkaStreams:
         limit = time.monotonic() + 30.0
         if deadline is not None:
             limit = min(limit, deadline)
-        while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < limit:
+        while query.isActive and query.status.get("isTriggerActive"):
+            if time.monotonic() >= limit:
+                return deadline is None  # past the 30 s of a close without a timeout: stop it
             time.sleep(0.05)
+        return True
 
     def cleanup(self) -> None:
         """Delete this application's local state and checkpoints (``KafkaStreams#cleanUp``).
