@@ -149,3 +149,42 @@ def test_a_changed_shuffle_partitions_is_named_and_the_checkpoint_keeps_its_own(
     assert state["numShufflePartitions"] == 2
     last = read_topic(bs, counts)[-1]
     assert (last[0], struct.unpack(">q", last[1])[0]) == (b"k0", 4)
+
+
+def merged(a: str, c: str, out: str, out2: str, merge: bool) -> object:
+    b = StreamsBuilder()
+    first = b.stream(a, key_serde=S, value_serde=S)
+    second = b.stream(c, key_serde=S, value_serde=S)
+    (first.merge(second) if merge else first).to(out, value_serde=S, name="out-sink")
+    second.to(out2, value_serde=S, name="out2-sink")
+    return b.build()
+
+
+def test_a_query_whose_sources_changed_is_refused_naming_it(kafka_broker, topic_name, app_config):
+    # the same source topics and no stateful operator: the fingerprint sees no change, but the
+    # query out-sink now reads two Kafka sources where its checkpoint has one (Spark: "There
+    # are [1] sources in the checkpoint offsets and now there are [2] sources")
+    import pytest
+
+    from _support import ensure_topics, produce_values
+    from streamtable.errors import TopologyError
+
+    bs = kafka_broker.bootstrap_servers
+    a, c, out, out2 = (topic_name(n) for n in ("a", "c", "out", "out2"))
+    ensure_topics(bs, {a: 1, c: 1, out: 1, out2: 1})
+    produce_values(bs, a, [("k", "x")])
+    produce_values(bs, c, [("k", "y")])
+    config = app_config()
+    with KafkaStreams(merged(a, c, out, out2, merge=False), config) as app:
+        app.start()
+        app.await_caught_up(timeout=timedelta(minutes=3))
+    app = KafkaStreams(merged(a, c, out, out2, merge=True), config)
+    with pytest.raises(
+        TopologyError,
+        match=rf"Query 'out-sink' cannot resume from its checkpoint: the checkpoint's "
+        rf"micro-batches read 1 Kafka source\(s\) \({a}\), this version of the topology reads "
+        rf"2 in that query \({a}, {c}\).*Reset the application \(streamtable reset",
+    ):
+        app.start()
+    assert app.state.value != "RUNNING"
+    app.close()

@@ -169,6 +169,9 @@ class CompileContext:
     python_stages: dict[str, list[str]] = field(default_factory=dict)
     #: query -> Kafka partitions its sources read (each read of a topic counts)
     source_partitions: dict[str, int] = field(default_factory=dict)
+    #: query -> the topics of each Spark source it reads, in lowering order (a topic read
+    #: twice is two sources): what its checkpoint's offset log must match on a restart
+    query_sources: dict[str, list[tuple[str, ...]]] = field(default_factory=dict)
     _counter: int = 0
 
     def output_spec(self, stage: str) -> OutputSpec:

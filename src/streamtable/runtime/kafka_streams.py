@@ -41,6 +41,7 @@ from streamtable.runtime.librdkafka_config import librdkafka_settings
 from streamtable.runtime.metrics import Metric, application_metrics
 from streamtable.runtime.progress import ProgressLedger, caught_up, end_offsets, executed
 from streamtable.runtime.query_errors import headline, is_transient
+from streamtable.runtime.query_sources import check_query_sources
 from streamtable.runtime.repartition_topics import RepartitionPurger, ensure_repartition_topics
 from streamtable.runtime.starting_offsets import pending_batch_records
 from streamtable.runtime.state_lock import StateDirLock
@@ -344,6 +345,11 @@ class KafkaStreams:
                 (Path(cfg.checkpoint_dir) / FINGERPRINT_FILE).unlink(missing_ok=True)
             raise
         self._metric_names = list(ctx.metric_names)
+        check_query_sources(
+            cfg.checkpoint_dir,
+            ctx.query_sources,
+            reset_command(self.topology, cfg.application_id, cfg.bootstrap_servers, cfg.state_dir),
+        )
         kept = kept_partitions({p.name: Path(cfg.checkpoint_dir) / p.name for p in plans})
         notice = fixed_partitions_notice(
             kept,

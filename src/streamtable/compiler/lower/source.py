@@ -47,6 +47,7 @@ def lower_source(ctx: CompileContext, node: SourceNode) -> Frame:
     ctx.source_partitions[ctx.query] = ctx.source_partitions.get(ctx.query, 0) + sum(
         ctx.topic_partitions.get(t, 0) for t in node.topics
     )
+    ctx.query_sources.setdefault(ctx.query, []).append(tuple(node.topics))
     if ctx.source_factory is not None:  # in-memory topics (TopologyTestDriver)
         return _frame(ctx.source_factory(node), node, key_serde, value_serde)
     reader = (
