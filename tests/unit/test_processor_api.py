@@ -248,7 +248,7 @@ def test_unconnected_store_names_the_connected_ones():
         Page(spec(Wrong)).run([rec("a", 1, 0)])
 
 
-def test_processing_errors_fail_with_the_record_or_are_skipped_and_counted():
+def test_processing_errors_fail_with_the_record_or_are_skipped_and_counted(caplog):
     class Picky(Processor):
         def process(self, record):
             if record.key == "bad":
@@ -263,6 +263,11 @@ def test_processing_errors_fail_with_the_record_or_are_skipped_and_counted():
         [rec("a", 1, 0), rec("bad", 2, 1), rec("c", 3, 2)]
     )
     assert [k for k, _, _ in outs] == ["a", "c"] and result.skipped == 1
+    # logged as Kafka Streams' LogAndContinueProcessingExceptionHandler does
+    assert [r.getMessage() for r in caplog.records if r.levelname == "WARNING"] == [
+        "Skipping: processor 'proc' raised ValueError: no bad keys on the record of in-0@1 "
+        "(key 'bad') (processing.exception.handler=log_and_continue)"
+    ]
 
 
 def test_record_metadata_in_process_and_none_in_punctuators():

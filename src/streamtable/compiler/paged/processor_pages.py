@@ -13,6 +13,7 @@ The Spark side (state I/O, timers, rows) is :mod:`.processor_api`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -26,6 +27,8 @@ from streamtable.processor.api import Record, RecordMetadata
 from streamtable.processor.stores import KeyValueStore
 from streamtable.processor.window_stores import WindowBytesStoreSupplier, WindowStore
 from streamtable.serde.base import Serde
+
+log = logging.getLogger("streamtable")
 
 #: Drop reason of records the processing exception handler skipped.
 PROCESSING = "processing"
@@ -368,6 +371,15 @@ def _call(spec: ProcessorSpec, what: str, fn: Callable[..., Any], *args: Any, wh
         raise
     except Exception as e:
         if spec.continue_on_error and what in ("process", "punctuator"):
+            # Kafka Streams' LogAndContinueProcessingExceptionHandler logs each one
+            log.warning(
+                "Skipping: processor %r raised %s: %s %s "
+                "(processing.exception.handler=log_and_continue)",
+                spec.node_name,
+                type(e).__name__,
+                e,
+                where,
+            )
             return False
         raise StreamsError(
             f"Processor {spec.node_name!r} raised {type(e).__name__}: {e} {where}. The "
