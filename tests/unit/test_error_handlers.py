@@ -297,6 +297,20 @@ def test_deserialization_fail_with_a_dead_letter_topic_writes_then_fails(writers
     assert w.ended == "fail"
 
 
+def test_fail_stops_on_the_first_bad_record_in_offset_order(writers):
+    # Kafka Streams deserializes record by record: offset 50's bad value stops it before
+    # offset 51's bad key (streamtable decodes a batch's keys, then its values)
+    st = stage(in_key=LONG, out_key=LONG, source_errors="fail", dead_letters=SPEC)
+    rows = [
+        (long_bytes(1), long_bytes(1), 0, 2, 49),
+        (long_bytes(2), b"\x01", 0, 2, 50),
+        (b"xx", long_bytes(3), 0, 2, 51),
+    ]
+    with pytest.raises(DeserializationError, match=r"the value of .*partition 2 offset 50"):
+        run(st, rows)
+    assert [(d.key, d.value) for d in writers[0].letters] == [(long_bytes(2), b"\x01")]
+
+
 def test_a_source_stage_deserializes_keys_too():
     # a map_values chain does not need the key, but Kafka Streams' source deserializes it
     st = stage(

@@ -283,7 +283,12 @@ class RecordStage:
         # records the operations dropped (several per input row after a flat map), reported
         failures: list[tuple[int, str]] = []
 
-        keys = self._decode(self.in_key, raw_k, "key", cols, dropped) if needs_key else raw_k
+        try:
+            keys = self._decode(self.in_key, raw_k, "key", cols, dropped) if needs_key else raw_k
+        except DeserializationError as e:
+            if needs_value:
+                self._fail_on_an_earlier_value(e, raw_v, cols, dropped)
+            raise
         values = (
             self._decode(self.in_value, raw_v, "value", cols, dropped) if needs_value else raw_v
         )
@@ -413,6 +418,27 @@ class RecordStage:
             ),
         )
 
+    def _fail_on_an_earlier_value(
+        self,
+        e: DeserializationError,
+        raw_v: list[Any],
+        cols: _Batch,
+        dropped: dict[int, str | None],
+    ) -> None:
+        """The log-and-fail handler stopped on the key of record ``e.record_index``: raise
+        for an earlier record's bad value instead, if there is one (its dead letter replacing
+        the key's), as Kafka Streams fails on the first bad record in offset order.
+        """
+        i = getattr(e, "record_index", None)
+        if i is None or i == 0:
+            return
+        try:
+            self.in_value.decode_many(raw_v[:i])
+        except SerializationError:
+            if self.dead_letters is not None and cols.letters:
+                cols.letters.pop()  # the key's, appended just before it raised
+            self._decode(self.in_value, raw_v[:i], "value", cols, dropped)  # raises
+
     def _decode(
         self,
         codec: Codec,
@@ -443,11 +469,13 @@ class RecordStage:
                 if report and self.dead_letters is not None:
                     cols.letters.append(self._letter(cols, i, err, self._source(), DESERIALIZATION))
                 if self.source_errors == "fail":
-                    raise DeserializationError(
+                    failed = DeserializationError(
                         f"{err}. Kafka Streams' LogAndFail handler stops the application; set "
                         "'deserialization.exception.handler'='log_and_continue' to skip such "
                         "records (they are counted as dropped)."
-                    ) from e
+                    )
+                    failed.record_index = i  # type: ignore[attr-defined]
+                    raise failed from e
                 dropped[i] = DESERIALIZATION if self.report_source else None
                 if self.report_source:
                     log.warning(
