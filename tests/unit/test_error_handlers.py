@@ -311,6 +311,30 @@ def test_fail_stops_on_the_first_bad_record_in_offset_order(writers):
     assert [(d.key, d.value) for d in writers[0].letters] == [(long_bytes(2), b"\x01")]
 
 
+def test_a_source_stage_writes_a_null_for_bytes_its_serde_reads_as_none():
+    # a Debezium delete event (op "d") and a JSON null deserialize to None: downstream
+    # operators must see a tombstone / a null (KTableSource deletes the key, joins and
+    # aggregations skip it), not the envelope's bytes passed through
+    import json
+
+    delete = json.dumps({"before": {"id": 1}, "after": None, "op": "d"}).encode()
+    update = json.dumps({"before": None, "after": {"id": 1}, "op": "u"}).encode()
+    st = stage(
+        in_key=SerdeCodec(Serdes.json()),
+        out_key=SerdeCodec(Serdes.json()),
+        in_value=SerdeCodec(Serdes.debezium_json()),
+        out_value=SerdeCodec(Serdes.debezium_json()),
+        source_errors="continue",
+    )
+    rows = [(b'"k1"', update, 0, 0, 0), (b'"k1"', delete, 1, 0, 1), (b"null", update, 2, 0, 2)]
+    out = run(st, rows)
+    assert [(r["key"], r["value"]) for r in out] == [
+        (b'"k1"', update),
+        (b'"k1"', None),
+        (None, update),
+    ]
+
+
 def test_a_source_stage_deserializes_keys_too():
     # a map_values chain does not need the key, but Kafka Streams' source deserializes it
     st = stage(

@@ -116,6 +116,21 @@ class _Batch:
         )
 
 
+def _null_where_none(raw: pa.Array, decoded: list[Any] | None) -> pa.Array:
+    """``raw`` (the input's bytes, passed through) with a null wherever the serde decoded the
+    bytes to ``None``: a Debezium delete event, a JSON ``null``. Downstream operators tell
+    tombstones and null keys by missing bytes, as Kafka Streams tells them by the
+    deserialized ``null`` (``KTableSource`` deletes the key, aggregations skip the record).
+
+    >>> _null_where_none(pa.array([b"1", b"null", None]), [1, None, None]).to_pylist()
+    [b'1', None, None]
+    """
+    if decoded is None or decoded.count(None) == raw.null_count:
+        return raw
+    mask = pa.array([v is None for v in decoded], pa.bool_())
+    return pc.if_else(mask, pa.scalar(None, raw.type), raw)
+
+
 @dataclass(frozen=True)
 class RecordStage:
     """A picklable function ``Iterator[RecordBatch] -> Iterator[RecordBatch]`` for mapInArrow.
@@ -336,11 +351,11 @@ class RecordStage:
         if key_changed or self.in_key != self.out_key:
             out_k = self._encode_arrow(self.out_key, K, "key")
         else:
-            out_k = batch.column(0).take(take)
+            out_k = _null_where_none(batch.column(0).take(take), K if needs_key else None)
         if value_changed or self.in_value != self.out_value:
             out_v = self._encode_arrow(self.out_value, V, "value")
         else:
-            out_v = batch.column(1).take(take)
+            out_v = _null_where_none(batch.column(1).take(take), V if needs_value else None)
         out_ts = (
             batch.column(2).take(take)
             if self.timestamp_extractor is None
