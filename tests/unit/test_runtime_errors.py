@@ -513,11 +513,36 @@ def test_continue_skips_a_rejected_record_but_never_an_authorization_error(
         assert out.rejected == 1
         return
     with pytest.raises(
-        StreamsError,
-        match=rf"{code}.*No production exception handler skips this error \(an authorization",
-    ):
+        StreamsError, match=r"No production exception handler skips this error \(an authorization"
+    ) as failed:
         out.produce("out", b"k", b"v")
         out.close()
+    assert KafkaError(getattr(KafkaError, code)).str() in str(failed.value)
+
+
+def test_a_delivery_timeout_is_not_a_transient_error_of_the_query():
+    # the delivery error's text feeds query_errors.is_transient: a record that timed out under
+    # production.exception.handler=fail stops the app, it does not re-run the batch
+    from confluent_kafka import KafkaError
+
+    from streamtable.runtime import task_output
+    from streamtable.runtime.query_errors import is_transient
+
+    out = task_output.TaskOutput(
+        task_output.OutputSpec("app", "q.sink"), task_output.TaskCoordinates(0, 0, "q")
+    )
+
+    class Message:
+        def topic(self):
+            return "out"
+
+        def partition(self):
+            return 0
+
+    out._delivered(KafkaError(KafkaError._MSG_TIMED_OUT), Message())
+    with pytest.raises(StreamsError) as failed:
+        out._take_errors(allow_continue=True)
+    assert not is_transient(str(failed.value))
 
 
 def test_close_after_a_failure_keeps_the_error_state():

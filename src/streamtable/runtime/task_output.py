@@ -481,7 +481,10 @@ _NEVER_SKIPPED = frozenset(
         "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
         "DELEGATION_TOKEN_AUTHORIZATION_FAILED",
         "SASL_AUTHENTICATION_FAILED",
+        "ILLEGAL_SASL_STATE",
+        "UNSUPPORTED_SASL_MECHANISM",
         "_AUTHENTICATION",
+        "_SSL",
         "SECURITY_DISABLED",
         "TOPIC_EXCEPTION",
         "UNKNOWN",
@@ -499,7 +502,9 @@ def _never_skipped(err: Any) -> bool:
     >>> _never_skipped(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE))
     False
     """
-    return err is not None and err.name() in _NEVER_SKIPPED
+    from confluent_kafka import KafkaError
+
+    return isinstance(err, KafkaError) and err.name() in _NEVER_SKIPPED
 
 
 def _is_fatal(e: BaseException) -> bool:
@@ -733,7 +738,9 @@ class TaskOutput:
 
     def _delivered(self, err: Any, msg: Any) -> None:
         if err is not None:
-            text = f"{msg.topic()}[{msg.partition()}]: {err.str()} ({err.name()})"
+            # the text as before: query_errors.is_transient reads it (a _TIMED_OUT name in it
+            # would make a delivery timeout a transient error, re-running the batch)
+            text = f"{msg.topic()}[{msg.partition()}]: {err.str()}"
             self._errors.append((text, _never_skipped(err)))
 
     def produce(
