@@ -174,6 +174,25 @@ def test_a_failing_processor_stops_the_driver_naming_processor_and_record(spark)
             inp.pipe_input("k", "boom", 2)
 
 
+def test_a_record_with_a_negative_timestamp_never_reaches_a_processor(spark):
+    # Kafka Streams drops it at the source (negative extracted timestamp); a Record refuses
+    # one, so it must not be built for process(): dropped and counted as negative_timestamp
+    class Echo(Processor):
+        def process(self, record):
+            self.context.forward(record)
+
+    b = StreamsBuilder()
+    b.stream("in", key_serde=S, value_serde=S).process(Echo, name="echo").to(
+        "out", key_serde=S, value_serde=S
+    )
+    with TopologyTestDriver(b.build()) as driver:
+        inp = driver.create_input_topic("in", S, S)
+        out = driver.create_output_topic("out", S, S)
+        inp.pipe_input("k", "no time", -1)
+        inp.pipe_input("k", "fine", 5)
+        assert [(r.value, r.timestamp) for r in out.read_records_to_list()] == [("fine", 5)]
+
+
 def test_an_aggregation_reading_a_join_directly_counts_the_joined_records(spark):
     # regression: the cut before such an aggregation used to replace the join by its source
     b = StreamsBuilder()

@@ -124,7 +124,10 @@ def lower_process(ctx: CompileContext, node: ProcessNode, parent: Frame) -> Fram
     )
     mocked = ctx.wall_clock_source is not None
     timers = WALL_CLOCK_TIME in probe_schedules(spec) and not mocked
-    packed = parent.df.mapInArrow(TaskPack(), TASK_INPUT_DDL)
+    # no record with a negative timestamp reaches a Kafka Streams processor (RecordQueue drops
+    # it at the source, "negative extracted timestamp"), and a Record refuses one
+    records = count_and_drop(ctx, parent.df, {"negative_timestamp": F.col("ts") < 0})
+    packed = records.mapInArrow(TaskPack(), TASK_INPUT_DDL)
     if ctx.wall_clock_source is not None:
         tasks = _task_count(ctx, node)
         ticks = ctx.wall_clock_source().mapInArrow(WallClockTicks(tasks), TASK_INPUT_DDL)
