@@ -9,6 +9,10 @@ Kafka source finds partitions gone and others new. The topology fingerprint
 sink, or a sink rewired to another stream, keeps the same source topics and stateful
 operators overall. :func:`check_query_sources` refuses it before any query starts, naming the
 query, as Kafka Streams needs an application reset when a sub-topology's sources change.
+
+Limit: sources are compared as a multiset of topic sets, not in order, since the order of a
+query's sources in Spark's plan is not known before it starts; a change that only swaps two
+sources of one query (``a.merge(b)`` becoming ``b.merge(a)``) is not refused here.
 """
 
 from __future__ import annotations
@@ -88,10 +92,12 @@ def check_query_sources(
         of other topics; says what to do.
     """
     for name, sources in query_sources.items():
-        found = checkpoint_sources(Path(checkpoint_dir) / name)
+        folder = Path(checkpoint_dir) / name
+        found = checkpoint_sources(folder)
         if found is None:
             continue
-        new = sorted(sorted(s) for s in sources)
+        # a source subscribing to a topic twice is one subscription to it
+        new = sorted(sorted(set(s)) for s in sources)
         old = sorted(sorted(s) for s in found)
         if len(found) == len(sources) and (not all(found) or old == new):
             continue
@@ -101,9 +107,10 @@ def check_query_sources(
             f"topology reads {len(sources)} in that query ({_describe(new)}). Spark cannot "
             "continue a query whose sources changed (a merge added or removed, an output "
             "rewired to another stream), and Kafka Streams needs an application reset when a "
-            f"sub-topology's sources change. Reset the application ({reset_command}), or give "
-            "the changed output a new sink name (to(topic, name=...)): a new query then starts "
-            "from auto.offset.reset."
+            f"sub-topology's sources change. Reset the application ({reset_command}), or, "
+            f"while the application is stopped, delete this query's checkpoint folder "
+            f"{str(folder)!r}: the query then starts afresh from auto.offset.reset (its output "
+            "is written again from there; the other queries resume)."
         )
 
 
