@@ -42,7 +42,8 @@ class FakeApp:
 
     def close(self, timeout: datetime.timedelta | None = None) -> bool:
         self.closed_with.append(timeout)
-        self._state = "NOT_RUNNING"
+        if self._state != "ERROR":  # ERROR stays, as with KafkaStreams.close()
+            self._state = "NOT_RUNNING"
         return True
 
 

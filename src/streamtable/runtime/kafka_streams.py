@@ -742,9 +742,12 @@ class KafkaStreams:
         Returns
         -------
         bool
-            True when all queries stopped within ``timeout`` (default: wait for them); False
-            when the deadline passed first (a running micro-batch was then interrupted: it is
-            redone on restart), as Kafka Streams' ``close(Duration)`` returns false.
+            True when all queries stopped within ``timeout`` (default: no limit) and no
+            running micro-batch had to be interrupted. False when a query was still stopping
+            at the deadline, as Kafka Streams' ``close(Duration)`` returns false, or when a
+            running micro-batch was interrupted (it is redone on restart): one still running
+            at the deadline, after 30 s without a timeout, or any running one under the
+            ``real_time`` trigger, whose batches last the commit interval.
         """
         with self._lock:
             if self._state in (State.NOT_RUNNING, State.PENDING_SHUTDOWN) or self._closed:
@@ -761,7 +764,9 @@ class KafkaStreams:
             try:
                 # a real-time batch lasts the whole commit interval: it is stopped as it runs
                 # (at-least-once: a restart reprocesses what came after its last checkpoint)
-                if self.config.trigger != "real_time" and not self._let_batch_finish(q, deadline):
+                if self.config.trigger == "real_time":
+                    ok = ok and not (q.isActive and q.status.get("isTriggerActive"))
+                elif not self._let_batch_finish(q, deadline):
                     ok = False
                 q.stop()
                 if deadline is not None:
@@ -819,7 +824,7 @@ class KafkaStreams:
             limit = min(limit, deadline)
         while query.isActive and query.status.get("isTriggerActive"):
             if time.monotonic() >= limit:
-                return deadline is None  # past the 30 s of a close without a timeout: stop it
+                return False
             time.sleep(0.05)
         return True
 
