@@ -560,3 +560,12 @@ def test_windowed_is_frozen_and_hashable():
     assert hash(w) == hash(Windowed("a", 1, 2))
     with pytest.raises(AttributeError):
         w.start = 3  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("bits", ["7ff8000000000000", "fff8000000000000", "7ff0000000000001"])
+def test_double_serde_writes_every_nan_as_javas_canonical_nan(bits):
+    # DoubleSerializer: Double.doubleToLongBits collapses every NaN to 0x7ff8000000000000
+    import struct
+
+    nan = struct.unpack(">d", bytes.fromhex(bits))[0]
+    assert Serdes.double().serialize(nan).hex() == "7ff8000000000000"

@@ -178,10 +178,16 @@ class IntegerSerde(_IntegralSerde):
     _max = 2**31 - 1
 
 
+#: Java's ``Double.doubleToLongBits`` of every NaN
+_CANONICAL_NAN = bytes.fromhex("7ff8000000000000")
+
+
 class DoubleSerde(_FixedWidthSerde):
     r"""IEEE-754 doubles, 8 bytes big-endian, as Kafka's ``DoubleSerializer``.
 
     ``int`` values are converted to ``float``; NaN and infinities are allowed, as in Java.
+    Every NaN is written as the canonical ``7ff8000000000000``, as Java's
+    ``Double.doubleToLongBits`` does (a NaN key then hashes and compacts as a Java client's).
 
     Examples
     --------
@@ -189,6 +195,8 @@ class DoubleSerde(_FixedWidthSerde):
     b'?\xf8\x00\x00\x00\x00\x00\x00'
     >>> DoubleSerde().deserialize(b'?\xf8\x00\x00\x00\x00\x00\x00')
     1.5
+    >>> DoubleSerde().serialize(float("inf") - float("inf")).hex()
+    '7ff8000000000000'
     """
 
     kind: ClassVar[str] = "double"
@@ -205,9 +213,12 @@ class DoubleSerde(_FixedWidthSerde):
         ):
             raise self._ser_error(f"expected float, got {type(obj).__name__}")
         try:
-            return self._struct.pack(float(obj))
+            value = float(obj)
         except (OverflowError, TypeError, ValueError) as e:
             raise self._ser_error(f"cannot convert {obj!r} to a double: {e}") from e
+        if value != value:  # NaN, whatever its sign and payload bits
+            return _CANONICAL_NAN
+        return self._struct.pack(value)
 
 
 class BytesSerde(Serde):
