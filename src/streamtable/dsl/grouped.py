@@ -286,7 +286,17 @@ class _Aggregations:
                 store_value_serde=m.value_serde or _store_value_serde(label, self._value_serde),
             )
         )
-        return KTable(graph, node_name, key_serde=key_serde, windows=self._windows)
+        # the result table's serdes, as Kafka Streams' Materialized defaults them: the value
+        # serde of the store (Long for count, the grouped values' for reduce), and for
+        # windows the windowed key serde (TimeWindowedKStreamImpl: FullTimeWindowedSerde of
+        # the key serde and the window size; SessionWindowedKStreamImpl: SessionWindowedSerde)
+        return KTable(
+            graph,
+            node_name,
+            key_serde=_windowed_key_serde(key_serde, self._windows),
+            value_serde=m.value_serde or _store_value_serde(label, self._value_serde),
+            windows=self._windows,
+        )
 
     def _repartition_before(self, parent: str, store: str) -> str:
         """The repartition node in front of an aggregation with store ``store``.
@@ -416,6 +426,20 @@ class TimeWindowedKStream(_Aggregations):
         self._late_records_topic = late_records_topic
         if isinstance(windows, SessionWindowSpec):
             self._kind = "SessionWindowedKStream"
+
+
+def _windowed_key_serde(key_serde: Serde | None, windows: WindowSpec | None) -> Serde | None:
+    """The key serde of a (windowed) aggregation's result table: ``key_serde`` unwindowed,
+    else its windowed serde (Kafka Streams' ``FullTimeWindowedSerde`` with the window size,
+    the time difference for sliding windows, or ``SessionWindowedSerde``).
+    """
+    if key_serde is None or windows is None:
+        return key_serde
+    from streamtable.serde import Serdes
+
+    if isinstance(windows, SessionWindowSpec):
+        return Serdes.session_windowed(key_serde)
+    return Serdes.time_windowed(key_serde, windows.size_ms)
 
 
 def _store_value_serde(label: str, grouped_values: Serde | None) -> Serde | None:

@@ -183,4 +183,6 @@ class KGroupedTable:
                 store_value_serde=store_values,
             )
         )
-        return KTable(self._graph, node_name, key_serde=self._key_serde)
+        # the result's value serde is the store's, as Kafka Streams' Materialized defaults it
+        # (Long for count, the grouped values' for reduce, Materialized's for aggregate)
+        return KTable(self._graph, node_name, key_serde=self._key_serde, value_serde=store_values)
