@@ -120,3 +120,48 @@ def test_output_to_a_topic_the_topology_reads_is_processed_again(spark):
         ]
         c = driver.create_output_topic("c", S, L).read_records_to_list()
         assert [(r.key, r.value, r.timestamp) for r in c] == [("k", 1, 10), ("k", 2, 20)]
+
+
+def test_aggregation_results_carry_kafka_streams_default_serdes(spark):
+    # Materialized defaults: count's values are Long, reduce's the grouped values' serde, and a
+    # windowed result's keys are windowed (FullTimeWindowedSerde / SessionWindowedSerde), so
+    # to_stream().to(topic) needs no serdes
+    from datetime import timedelta
+
+    from streamtable import SessionWindows, TimeWindows
+
+    b = StreamsBuilder()
+    grouped = b.stream("in", key_serde=S, value_serde=L).group_by_key()
+    grouped.count().to_stream().to("counts")
+    grouped.reduce(lambda a, v: a + v).to_stream().to("sums")
+    windowed = grouped.windowed_by(TimeWindows.of_size_with_no_grace(timedelta(seconds=5)))
+    windowed.count().to_stream().to("windowed")
+    sessions = grouped.windowed_by(SessionWindows.of_inactivity_gap_with_no_grace(timedelta(1)))
+    sessions.count().to_stream().to("sessions")
+    with TopologyTestDriver(b.build()) as driver:
+        driver.create_input_topic("in", S, L).pipe_input("k", 7, timestamp=6_000)
+        assert driver.create_output_topic("counts", S, L).read_key_values_to_list() == [("k", 1)]
+        assert driver.create_output_topic("sums", S, L).read_key_values_to_list() == [("k", 7)]
+        ((w, n),) = driver.create_output_topic(
+            "windowed", Serdes.time_windowed(S, 5_000), L
+        ).read_key_values_to_list()
+        assert (w.key, w.start, w.end, n) == ("k", 5_000, 10_000, 1)
+        ((s, n),) = driver.create_output_topic(
+            "sessions", Serdes.session_windowed(S), L
+        ).read_key_values_to_list()
+        assert (s.key, s.start, s.end, n) == ("k", 6_000, 6_000, 1)
+
+
+def test_a_merge_of_streams_with_different_serdes_writes_with_the_defaults(spark):
+    # KStreamImpl.merge drops the serdes when the inputs' differ: the sink writes with the
+    # configured defaults, not with the first input's serde
+    b = StreamsBuilder()
+    a = b.stream("a", key_serde=S, value_serde=Serdes.json())
+    c = b.stream("c", key_serde=S, value_serde=S)
+    a.merge(c).to("out")
+    config = {"default.key.serde": "String", "default.value.serde": "String"}
+    with TopologyTestDriver(b.build(), config) as driver:
+        driver.create_input_topic("a", S, Serdes.json()).pipe_input("k", "x", timestamp=1)
+        driver.create_input_topic("c", S, S).pipe_input("k", "y", timestamp=2)
+        out = driver.create_output_topic("out", S, S).read_values_to_list()
+        assert sorted(out) == ["x", "y"]

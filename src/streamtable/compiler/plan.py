@@ -413,7 +413,14 @@ class Lowerer:
             if any(n.changes_key for n in chain):
                 k = PickleCodec()
             return k, PickleCodec()
-        if isinstance(node, (MergeNode, RepartitionNode, SuppressNode)):
+        if isinstance(node, MergeNode):
+            # KStreamImpl.merge drops the serdes (neither input's can safely be used): a hint
+            # only where every input agrees
+            hints = [self._hint(self.nodes[p]) for p in node.parents]
+            k = hints[0][0] if all(h[0] == hints[0][0] for h in hints) else PickleCodec()
+            v = hints[0][1] if all(h[1] == hints[0][1] for h in hints) else PickleCodec()
+            return k, v
+        if isinstance(node, (RepartitionNode, SuppressNode)):
             return self._hint(self.nodes[node.parents[0]])
         if isinstance(node, TableOpNode | JoinNode):  # keys are the left input's
             return self._hint(self.nodes[node.parents[0]])[0], PickleCodec()

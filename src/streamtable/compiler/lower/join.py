@@ -201,6 +201,6 @@ def check_copartitioned(lowerer: Lowerer, node: JoinNode) -> None:
             f"Join {node.name!r} needs co-partitioned inputs, but its topics have different "
             f"partition counts: {listed}. Kafka Streams refuses this topology too. Give the "
             "topics the same number of partitions, or repartition one side first "
-            "(KStream.repartition(num_partitions=...), or to_stream().repartition() for a "
-            "table)."
+            "(KStream.repartition(num_partitions=n) with n the other side's partition count, "
+            "or to_stream().repartition() for a table)."
         )
