@@ -227,6 +227,14 @@ class DebeziumKeySerde(Serde):
                 "connector's key converter JsonConverter with schemas.enable=false, and is "
                 "the table's primary key these columns?"
             )
+        if list(key) != list(self.columns):
+            # the table keeps the connector's key bytes, and lookups serialize the key in the
+            # columns' order: another order would never match (a join missing every row)
+            raise self._de_error(
+                f"the key's columns come in the order {list(key)}, not {list(self.columns)}: "
+                f"list them in the table's primary-key order, "
+                f"Serdes.debezium_key({', '.join(repr(c) for c in key)})"
+            )
         if len(self.columns) == 1:
             return key[self.columns[0]]
         return tuple(key[c] for c in self.columns)
