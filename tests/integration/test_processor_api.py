@@ -172,6 +172,13 @@ def test_a_failing_processor_stops_the_driver_naming_processor_and_record(spark)
             r"in-0@1 \(key 'k'\).*log_and_continue",
         ):
             inp.pipe_input("k", "boom", 2)
+        # the failed query stays stopped: later input is refused, naming the failure
+        with pytest.raises(
+            StreamsError,
+            match=r"stopped at an earlier failure \(.*cannot handle boom.*\).*Create a new "
+            r"TopologyTestDriver",
+        ):
+            inp.pipe_input("k", "fine again", 3)
 
 
 def test_a_record_with_a_negative_timestamp_never_reaches_a_processor(spark):

@@ -144,6 +144,8 @@ class TopologyTestDriver:
         self._stores: dict[str, Any] = {}
         self._store_cache = driver_stores.StoreCache()
         self._closed = False
+        #: the error of a failed query: the driver refuses further input after it
+        self._failure: str | None = None
         self._clock_readers = 0
         try:
             self._start()
@@ -323,8 +325,21 @@ class TopologyTestDriver:
     def _pipe(self, topic: str, records: list[tuple[bytes | None, bytes | None, int]]) -> None:
         if self._closed:
             raise StreamsError("The TopologyTestDriver is closed.")
+        self._check_not_failed()
         append_records(self._root, topic, records)
         self._run()
+
+    def _check_not_failed(self) -> None:
+        """Refuse work after a failure: the failed Spark query stays stopped, so later input
+        would not be processed (Kafka's driver goes on with the next record).
+        """
+        if self._failure is not None:
+            raise StreamsError(
+                f"The TopologyTestDriver stopped at an earlier failure ({self._failure}); "
+                "unlike Kafka's driver it cannot go on with the next record, as the failed "
+                "Spark query stays stopped. Create a new TopologyTestDriver for the records "
+                "after it."
+            )
 
     def _run(self) -> None:
         """Run every query until it has processed all piped input, then read captured outputs.
@@ -340,7 +355,8 @@ class TopologyTestDriver:
                 try:
                     q.processAllAvailable()
                 except Exception as e:
-                    raise StreamsError(f"{_cause(e)} (query {q.name!r} failed)") from e
+                    self._failure = f"{_cause(e)} (query {q.name!r} failed)"
+                    raise StreamsError(self._failure) from e
             for topic, key, value, ts, _headers in read_captured(self._capture_dir, self._captured):
                 self._outputs.setdefault(topic, deque()).append((key, value, ts))
             fed_back = {
@@ -378,6 +394,7 @@ class TopologyTestDriver:
             raise ValueError(
                 f"advance_wall_clock_time needs a non-negative timedelta; got {advance}."
             )
+        self._check_not_failed()
         self.wall_clock_ms += int(advance.total_seconds() * 1000)
         if self._clock_readers:
             self._tick()
