@@ -155,8 +155,10 @@ def test_missing_windows_and_duplicates_are_named():
     diff = [(w.partition, w.window_start - JAN1, w.missing) for w in report.differences]
     assert diff == [(0, WINDOW_MS, 4), (1, WINDOW_MS, -2)]
     assert not report.ok
-    assert report.missing == 2
-    assert "2 differ (2 records missing)" in report.summary()
+    # the 2 duplicates of one window do not make up for the 4 records lost in another
+    assert (report.missing, report.duplicated) == (4, 2)
+    assert "2 differ (4 records missing, 2 duplicated)" in report.summary()
+    assert (report.to_json()["missing"], report.to_json()["duplicated"]) == (4, 2)
 
 
 def test_topics_nobody_audited_reads_are_listed_not_compared():

@@ -160,8 +160,15 @@ class AuditReport:
 
     @property
     def missing(self) -> int:
-        """Sum of :attr:`WindowAudit.missing` over the differing windows."""
-        return sum(w.missing for w in self.differences)
+        """Records missing: the sum of :attr:`WindowAudit.missing` over the windows short of
+        records (duplicates in other windows do not make up for them).
+        """
+        return sum(w.missing for w in self.differences if w.missing > 0)
+
+    @property
+    def duplicated(self) -> int:
+        """Records counted more often downstream than produced, over the windows with more."""
+        return sum(-w.missing for w in self.differences if w.missing < 0)
 
     def totals(self) -> dict[str, dict[str, int]]:
         """``{topic: {"produced": n, "consumed:<reporter>": n, "sunk": n}}`` over all windows."""
@@ -194,7 +201,8 @@ class AuditReport:
             extra += f"; not consumed by an audited reader: {', '.join(self.unconsumed_topics)}"
         if self.malformed:
             extra += f"; {self.malformed} malformed audit record(s) skipped"
-        return f"{head}{verdict} ({self.missing} records missing){extra}"
+        dup = f", {self.duplicated} duplicated" if self.duplicated else ""
+        return f"{head}{verdict} ({self.missing} records missing{dup}){extra}"
 
     def table(self) -> str:
         """A plain-text table of the differing windows (empty string when none differs).
@@ -234,6 +242,7 @@ class AuditReport:
         return {
             "ok": self.ok,
             "missing": self.missing,
+            "duplicated": self.duplicated,
             "windows_compared": len(self.windows),
             "differences": [w.to_dict() for w in self.differences],
             "totals": self.totals(),
