@@ -73,6 +73,8 @@ def test_debezium_config_options_and_overrides():
         ({"topic_prefix": "cdc", "tables": []}, r"tables is empty"),
         ({"topic_prefix": "cdc", "tables": ["players"]}, r"\['players'\] are not of the form"),
         ({"topic_prefix": "cdc", "tables": ["public.p.x"]}, r"'schema\.table'"),
+        # "$" is a regex anchor for Debezium's table.include.list: it would capture nothing
+        ({"topic_prefix": "cdc", "tables": ["public.a$b"]}, r"\['public\.a\$b'\].*'\$'"),
         (
             {"topic_prefix": "cdc", "tables": ["public.t"], "slot_name": "Bad-Slot"},
             r"slot_name 'Bad-Slot' is not a valid replication slot name",

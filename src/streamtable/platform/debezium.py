@@ -33,7 +33,9 @@ __all__ = ["CONNECTOR_CLASS", "PostgresEndpoint", "debezium_postgres_config", "s
 CONNECTOR_CLASS = "io.debezium.connector.postgresql.PostgresConnector"
 
 _TOPIC_PREFIX = re.compile(r"^[A-Za-z0-9._-]+$")
-_TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*\.[A-Za-z_][A-Za-z0-9_$]*$")
+#: letters, digits and "_": a "$" (legal in PostgreSQL names) is a regex anchor in Debezium's
+#: table.include.list, where such a name would match no table
+_TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$")
 _SLOT = re.compile(r"^[a-z0-9_]{1,63}$")
 
 
@@ -159,7 +161,9 @@ def debezium_postgres_config(
     if bad:
         raise ConfigError(
             f"tables {bad} are not of the form 'schema.table' (e.g. 'public.players'); "
-            "name each table with its schema"
+            "name each table with its schema, in letters, digits and '_' (Debezium reads "
+            "each as a regular expression: a '$' or another regex character would match "
+            "other tables or none)"
         )
     if not isinstance(partitions, int) or partitions < 1:
         raise ConfigError(f"partitions must be an int >= 1, got {partitions!r}")
