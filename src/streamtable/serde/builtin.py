@@ -593,10 +593,23 @@ class Serdes:
         Serdes.long()
         >>> Serdes.from_name("Serdes$ByteArraySerde")
         Serdes.bytes()
+        >>> Serdes.from_name("com.acme.StringSerde")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        streamtable.errors.ConfigError: Serde class 'com.acme.StringSerde' is not one of ...
         """
         if not isinstance(name, str):
             raise ConfigError(f"Serde name must be a str, got {type(name).__name__}")
         key = name.strip()
+        package, _, _ = key.rpartition(".")
+        if package and package != "org.apache.kafka.common.serialization":
+            # a class of another package (a custom serde named like a built-in one) is not
+            # Kafka's: resolving it by its last segment would silently use the built-in
+            raise ConfigError(
+                f"Serde class {name!r} is not one of Kafka's built-in serdes "
+                "(org.apache.kafka.common.serialization.Serdes$...); custom serdes must be "
+                "passed as Serde objects."
+            )
         short = key.rsplit(".", 1)[-1].rsplit("$", 1)[-1].lower()
         if short.endswith("serde") and short != "serde":
             short = short[: -len("serde")]
