@@ -195,6 +195,30 @@ def test_stream_table_join_is_temporal(kafka_broker, spark, topic_name, app_conf
     assert left == ["s15+v10", "s25+v20", "s45+None", "s5+None", "s7+j5", "s9+None"]
 
 
+def test_a_global_table_is_read_in_full_under_auto_offset_reset_latest(
+    kafka_broker, spark, topic_name, app_config
+):
+    # GlobalStateManagerImpl restores a global table from the beginning whatever
+    # auto.offset.reset says; the stream starts at its end (orders produced after the start)
+    bs = kafka_broker.bootstrap_servers
+    orders, customers, out = topic_name("orders"), topic_name("customers"), topic_name("o")
+    ensure_topics(bs, {orders: 1, customers: 1, out: 1})
+    produce_records(bs, customers, [rec("c1", "Ann", 1), rec("c2", "Bob", 1)])
+    produce_records(bs, orders, [rec("o0", "c1:old", 2)])  # before the start: not read
+    b = StreamsBuilder()
+    cust = b.global_table(customers, key_serde=S, value_serde=S)
+    b.stream(orders, key_serde=S, value_serde=S).join(
+        cust, lambda _k, order: order.split(":")[0], lambda order, name: f"{name}:{order}"
+    ).to(out, value_serde=S)
+    with KafkaStreams(b.build(), app_config(**{"auto.offset.reset": "latest"})) as app:
+        app.start()
+        app.await_caught_up(timeout=timedelta(minutes=3))
+        produce_records(bs, orders, [rec("o1", "c1:pen", 10), rec("o2", "c2:ink", 11)])
+        app.await_caught_up(timeout=timedelta(minutes=3))
+    got = sorted(v.decode() for _, v, _ in read_topic(bs, out))
+    assert got == ["Ann:c1:pen", "Bob:c2:ink"]
+
+
 def test_stream_global_table_join_by_selected_key(kafka_broker, spark, topic_name, app_config):
     """The lookup key decides, never the record's own key (a null-key order is looked up);
     a null lookup key drops the record, except a null-key one in a left join (KIP-962).

@@ -51,7 +51,9 @@ if TYPE_CHECKING:
 
 def lower_table_upserts(ctx: CompileContext, node: TableSourceNode) -> Frame:
     """The table's topic as upserts, deserialized (validated) once; null keys are dropped
-    and counted (Kafka Streams' ``KTableSource`` skips them).
+    and counted (Kafka Streams' ``KTableSource`` skips them). A global table's topic is read
+    from its beginning whatever ``auto.offset.reset`` says, as Kafka Streams'
+    ``GlobalStateManagerImpl`` restores a global table in full.
     """
     source = SourceNode(
         node.name,
@@ -59,6 +61,7 @@ def lower_table_upserts(ctx: CompileContext, node: TableSourceNode) -> Frame:
         topics=(node.topic,),
         key_serde=node.key_serde,
         value_serde=node.value_serde,
+        auto_offset_reset="earliest" if node.is_global else None,
     )
     frame = validated(ctx, lower_source(ctx, source))
     df = count_and_drop(ctx, frame.df, {"null_key": F.col("key").isNull()})
