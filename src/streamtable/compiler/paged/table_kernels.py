@@ -53,6 +53,18 @@ class TableSourceKernel:
         return (None if value is None else (value, ts)), [Out.of(last, gk, value, old)]
 
 
+def _same_change(a: Rec, b: Rec) -> bool:
+    """Whether two re-grouped records are halves of one source change (same source record;
+    ``seq`` = 2 * the change's seq + op, see ``RegroupStage``).
+    """
+    return (a.offset, a.partition, a.seq // 2, a.topic) == (
+        b.offset,
+        b.partition,
+        b.seq // 2,
+        b.topic,
+    )
+
+
 class _Absent:
     def __repr__(self) -> str:
         return "ABSENT"
@@ -92,11 +104,15 @@ class TableAggregateKernel:
         # timestamp it gave: its addition keeps it even if the subtractor deleted the aggregate
         # (KTableAggregate/KTableReduce handle both halves of a change as one record, whose
         # timestamp is the larger of its own and the aggregate's before the change)
-        subtracted: tuple[Any, ...] | None = None
+        subtracted: tuple[Rec, int] | None = None
         for rec in records:
             op, v = pickle.loads(rec.value)
-            change = (rec.topic, rec.partition, rec.offset, rec.seq // 2)
-            if op == ADD and agg is ABSENT and subtracted is not None and subtracted[0] == change:
+            if (
+                op == ADD
+                and agg is ABSENT
+                and subtracted is not None
+                and _same_change(subtracted[0], rec)
+            ):
                 ts = subtracted[1]
             else:
                 # KTableAggregate: the record's timestamp for an absent aggregate, else the
@@ -105,7 +121,7 @@ class TableAggregateKernel:
             if op == SUBTRACT:
                 if agg is ABSENT:
                     continue
-                subtracted = (change, ts)
+                subtracted = (rec, ts)
                 args = (agg, v) if self.reduce else (key, v, agg)
                 agg = call_user(self.subtractor, args, self.node_name, "subtractor", rec)
                 if agg is None:
