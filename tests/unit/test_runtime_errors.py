@@ -116,6 +116,28 @@ def test_a_python_process_that_did_not_connect_back_in_time_restarts_the_query()
     assert not is_transient(RuntimeError("Python worker exited unexpectedly (crashed)"))
 
 
+def test_a_transient_mark_inside_a_quoted_record_value_makes_no_error_transient():
+    """A Spark SQL error quoting a record's value that reads like a Kafka error name fails the
+    application at once; it used to be retried as transient for ``task.timeout.ms``. The marks
+    outside quotes (a Kafka error's code next to its quoted text) still count.
+    """
+    from streamtable.runtime.query_errors import is_transient
+
+    cast = (
+        "org.apache.spark.SparkNumberFormatException: [CAST_INVALID_INPUT] The value "
+        "'NOT_LEADER_OR_FOLLOWER' of the type \"STRING\" cannot be cast to \"INT\" because it "
+        "is malformed.\n=== Streaming Query ===\nIdentifier: app-sink"
+    )
+    assert not is_transient(RuntimeError(cast))
+    assert not is_transient(RuntimeError("ValueError: cannot decode b'_TRANSPORT' in 't'"))
+    assert is_transient(
+        RuntimeError(
+            "streamtable.errors.StreamsError: Producing to topic 'orders' doesn't go on: "
+            'KafkaError{code=_TRANSPORT,val=-195,str="Local: Broker transport failure"}'
+        )
+    )
+
+
 def test_producer_fatal_errors_re_run_the_batch_fenced_or_not():
     """A fenced producer, and one confluent-kafka reports only as a bare SystemError after a
     fatal error, both make the query restart from its checkpoint (exactly once: the batch's

@@ -40,6 +40,11 @@ _TRANSIENT = (
     "Python worker failed to connect back",
 )
 
+#: A quoted span of one line: a record's value or a SQL literal inside an error (``The value
+#: 'NOT_LEADER' of the type "STRING" cannot be cast``, ``b'...'``); an apostrophe inside a word
+#: (``doesn't``) opens none.
+_QUOTED = re.compile(r"""(?<!\w)b?'[^'\n]*'(?!\w)|(?<!\w)b?"[^"\n]*"(?!\w)""")
+
 #: An exception line of a Python or Java traceback: ``module.Name: message``.
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.$]*(Error|Exception|Exit): ")
 
@@ -47,12 +52,19 @@ _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.$]*(Error|Exception|Exit): ")
 def is_transient(exc: BaseException) -> bool:
     """Whether a failed query's error is a transient Kafka error worth a restart.
 
+    The marks of transient errors are looked for outside quoted spans: a record's value that
+    a Spark SQL error quotes, such as ``'NOT_LEADER'``, makes no error transient (it would be
+    retried for ``task.timeout.ms`` before failing).
+
     >>> is_transient(RuntimeError("org.apache.kafka.common.errors.TimeoutException: x"))
     True
     >>> is_transient(RuntimeError("User code raised ZeroDivisionError"))
     False
+    >>> is_transient(RuntimeError("[CAST_INVALID_INPUT] The value 'NOT_LEADER' of the type "
+    ...                           '"STRING" cannot be cast to "INT"'))
+    False
     """
-    text = str(exc)
+    text = _QUOTED.sub("", str(exc))
     return any(mark in text for mark in _TRANSIENT) and "User code raised" not in text
 
 
