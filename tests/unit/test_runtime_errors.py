@@ -125,7 +125,7 @@ def test_a_transient_mark_inside_a_quoted_record_value_makes_no_error_transient(
 
     cast = (
         "org.apache.spark.SparkNumberFormatException: [CAST_INVALID_INPUT] The value "
-        "'NOT_LEADER_OR_FOLLOWER' of the type \"STRING\" cannot be cast to \"INT\" because it "
+        '\'NOT_LEADER_OR_FOLLOWER\' of the type "STRING" cannot be cast to "INT" because it '
         "is malformed.\n=== Streaming Query ===\nIdentifier: app-sink"
     )
     assert not is_transient(RuntimeError(cast))
