@@ -29,8 +29,10 @@ def count_and_drop(
     ``streamtable_dropped_<n>`` with one column per reason; :meth:`KafkaStreams.metrics` sums
     them by reason (Kafka Streams' ``dropped-records`` metric, split by cause). A row counts
     as ``weights[reason]`` records when given (a row standing for several dropped records).
-    With ``observe=False`` the rows are only removed (an operator that another query of the
-    topology already counts).
+    A row matching several conditions counts once, for the first of them in ``conditions``'
+    order: Kafka Streams' ``dropped-records`` counts a record with a null key and a null value
+    once (as a null key, the first check of its processors). With ``observe=False`` the rows
+    are only removed (an operator that another query of the topology already counts).
     """
     any_match = reduce(lambda a, b: a | b, conditions.values())
     if not observe:
@@ -38,9 +40,12 @@ def count_and_drop(
     weights = weights or {}
     name = ctx.unique(METRIC_PREFIX)
     ctx.metric_names.append(name)
-    aggs = [
-        F.sum(F.when(c, weights.get(reason, F.lit(1))).otherwise(0)).alias(reason)
-        for reason, c in conditions.items()
-    ]
+    aggs = []
+    earlier: Column | None = None
+    for reason, c in conditions.items():
+        c = F.coalesce(c, F.lit(False))
+        first = c if earlier is None else c & ~earlier
+        aggs.append(F.sum(F.when(first, weights.get(reason, F.lit(1))).otherwise(0)).alias(reason))
+        earlier = c if earlier is None else earlier | c
     observed = df.observe(name, *aggs)
     return observed.filter(~F.coalesce(any_match, F.lit(False)))
