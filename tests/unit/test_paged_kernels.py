@@ -257,6 +257,49 @@ def test_stream_table_join_prunes_versions_beyond_history_retention():
     assert [ts for ts, _ in entry] == [5, 30]  # "b" is still valid at the cutoff (20)
 
 
+def batches(kernel, batches_of_records):
+    """Run each list of records as one micro-batch of one page; return the values emitted."""
+    entries, meta, emitted = {}, {}, []
+    for records in batches_of_records:
+        for key in sorted({rec.key for rec in records}):
+            recs = sorted(rec for rec in records if rec.key == key)
+            entry, outs = kernel.process(key, recs, entries.get(key), meta)
+            entries[key] = entry
+            emitted += [None if o.value is None else pickle.loads(o.value) for o in outs]
+        emitted += kernel.after_batch(entries, meta, 0)
+    return emitted
+
+
+def test_a_lookup_older_than_the_history_retention_finds_only_the_latest_version():
+    """``RocksDBVersionedStore.get(key, asOf)`` past the history retention returns the key's
+    latest version when it is not newer than ``asOf``, else null, even while older versions
+    are still kept: "s50" finds nothing (not "a", the version valid at 50), "t50" finds its
+    key's latest version.
+    """
+    k = StreamTableJoinKernel("J", "left", lambda s, t: f"{s}+{t}", P, P, history_ms=10)
+    table = [r(0, 1, "a"), r(100, 1, "b"), r(40, 1, "c", key=b"t"), r(95, 1, "x", key=b"u")]
+    later = [r(50, 0, "s50"), r(50, 0, "t50", key=b"t"), r(95, 0, "s95")]
+    # keys in byte order: k's records, then t's; at 95 (within the retention) "a" is valid
+    assert batches(k, [table, later]) == ["s50+None", "s95+a", "t50+c"]
+    assert k.drops == {}
+
+
+def test_a_table_update_older_than_the_history_retention_is_not_applied():
+    """``RocksDBVersionedStore.put`` refuses an update older than the table time minus the
+    history retention (its grace period), and ``KTableSource`` forwards nothing for it: the
+    stream record at 95 finds no version at or before it, rather than the expired "x".
+    """
+    k = StreamTableJoinKernel("J", "left", lambda s, t: f"{s}+{t}", P, P, history_ms=10)
+    first = [r(100, 1, "b", offset=0)]
+    assert batches(k, [first, [r(50, 1, "x", offset=1), r(95, 0, "s95", offset=1)]]) == ["s95+None"]
+    assert k.drops == {"expired": 1}
+    # within one micro-batch, a key's own later-in-offset-order updates expire it too
+    k = StreamTableJoinKernel("J", "left", lambda s, t: f"{s}+{t}", P, P, history_ms=10)
+    one = [r(100, 1, "b", offset=0), r(50, 1, "x", offset=1), r(95, 0, "s95", offset=2)]
+    assert batches(k, [one]) == ["s95+None"]
+    assert k.drops == {"expired": 1}
+
+
 def test_joiner_errors_name_the_operator_and_record():
     k = StreamTableJoinKernel("KSTREAM-JOIN-0000000003", "left", lambda s, t: 1 / 0, P, P, None)
     with pytest.raises(

@@ -159,7 +159,10 @@ class StreamsBuilder:
         history_retention : timedelta or int ms, optional
             How long old versions are kept for timestamped lookups by stream-table joins
             (Kafka Streams' versioned store history retention), measured against the
-            largest table timestamp seen. Default: every version is kept.
+            largest table timestamp seen. As with Kafka Streams' versioned store, it is also
+            the table's grace period: an update older than that is dropped (counted as
+            ``expired``), and a stream record older than that finds only its key's latest
+            version. Default: every version is kept.
 
         Raises
         ------

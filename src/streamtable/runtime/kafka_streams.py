@@ -1002,7 +1002,9 @@ class KafkaStreams:
             under ``exactly_once_v2`` they are not. Drop reasons are ``deserialization``,
             ``invalid_timestamp``, ``negative_timestamp``, ``null_key``, ``null_value``,
             ``late``, ``processing``, ``production`` (Kafka Streams' ``dropped-records``
-            metric, by cause).
+            metric, by cause), and ``expired`` for table updates older than a versioned
+            table's history retention (Kafka Streams' versioned store counts them in
+            ``dropped-records`` too).
 
             ``metrics`` lists :class:`~streamtable.runtime.metrics.Metric` entries (named
             tuples ``(name, group, tags, value, description)``) with Kafka Streams' names and

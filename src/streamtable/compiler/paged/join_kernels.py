@@ -72,7 +72,14 @@ class StreamTableJoinKernel:
     emit ``joiner(value, None)`` otherwise. Output: the stream record's key and timestamp.
 
     Versions older than ``history_ms`` before the largest table timestamp seen are pruned,
-    except the latest of them (it is still valid at the cutoff).
+    except the latest of them (it is still valid at the cutoff). As in Kafka Streams'
+    ``RocksDBVersionedStore`` (whose grace period is its history retention), a table update
+    older than the table time minus ``history_ms`` is not applied (dropped, counted as
+    ``expired``), and a lookup older than that finds only the key's latest version (if it is
+    not newer than the stream record), else nothing. Kafka Streams judges both by the table
+    time of the moment; here it is the table time earlier micro-batches reached (and, for an
+    update, the key's updates before it), so that the result does not depend on the order in
+    which a page's keys run: a micro-batch expires nothing Kafka Streams would keep.
 
     >>> from streamtable.compiler.codecs import PickleCodec
     >>> k = StreamTableJoinKernel("J", "inner", lambda s, t: f"{s}+{t}", PickleCodec(),
@@ -111,7 +118,17 @@ class StreamTableJoinKernel:
             return self._latest(records, entry)
         versions: list[tuple[int, bytes | None]] = list(entry) if entry else []
         table_time = meta.get("table_time")
+        # the table time earlier micro-batches reached (after_batch sets it; a page saved
+        # before it did has only table_time, not yet moved by this batch at its first key)
+        before = meta.setdefault("batch_table_time", table_time)
+        expiry = None if self.history_ms is None or before is None else before - self.history_ms
+        key_time = before
         for rec in sorted((r for r in records if r.side == TABLE), key=source_order):
+            if self.history_ms is not None and key_time is not None:
+                if rec.ts < key_time - self.history_ms:
+                    self.drops["expired"] = self.drops.get("expired", 0) + 1
+                    continue
+            key_time = rec.ts if key_time is None else max(key_time, rec.ts)
             i = bisect.bisect_left(versions, rec.ts, key=lambda v: v[0])
             if i < len(versions) and versions[i][0] == rec.ts:
                 versions[i] = (rec.ts, rec.value)
@@ -124,13 +141,25 @@ class StreamTableJoinKernel:
         for rec in records:
             if rec.side != STREAM:
                 continue
-            i = bisect.bisect_right(versions, rec.ts, key=lambda v: v[0])
-            found = versions[i - 1][1] if i else None
+            if expiry is not None and rec.ts < expiry:
+                # past the history retention only the latest version is still known
+                found = versions[-1][1] if versions and versions[-1][0] <= rec.ts else None
+            else:
+                i = bisect.bisect_right(versions, rec.ts, key=lambda v: v[0])
+                found = versions[i - 1][1] if i else None
             if found is None and self.join_type == "inner":
                 continue
             outs.append(_joined(self, rec, rec.value, found))
         versions = self._prune(versions, table_time)
         return (versions or None), outs
+
+    def after_batch(
+        self, entries: dict[bytes, Any], meta: dict[str, Any], watermark: int
+    ) -> list[Out]:
+        """Keep the table time this micro-batch reached for the next one's expiry rules."""
+        if "table_time" in meta:
+            meta["batch_table_time"] = meta["table_time"]
+        return []
 
     def _latest(self, records: list[Rec], entry: Any) -> tuple[Any, list[Out]]:
         """GlobalKTable lookups: the latest value in offset order, whatever its timestamp
