@@ -111,6 +111,32 @@ def test_stream_table_join_looks_up_the_table_as_of_each_record(topology_driver)
     assert_stream_equal(out, [("alice", "cart@eu"), ("alice", "pay@us")])
 
 
+def test_a_versioned_table_expires_late_updates_and_old_lookups(topology_driver):
+    """``history_retention`` is the versioned store's grace period too (Kafka Streams'
+    ``RocksDBVersionedStore``): an update more than 10 ms older than the table time is not
+    applied, and a click more than 10 ms older than it finds only alice's latest version.
+    """
+    b = StreamsBuilder()
+    table = b.table("users", key_serde=S, value_serde=S, history_retention=10)
+    (
+        b.stream("clicks", key_serde=S, value_serde=S)
+        .join(table, lambda click, region: f"{click}@{region}")
+        .to("enriched", key_serde=S, value_serde=S)
+    )
+    driver = topology_driver(b.build())
+    users = driver.create_input_topic("users", S, S)
+    clicks = driver.create_input_topic("clicks", S, S)
+    out = driver.create_output_topic("enriched", S, S)
+
+    users.pipe_input("alice", "eu", timestamp=100)
+    users.pipe_input("alice", "late", timestamp=50)  # older than 100 - 10: dropped
+    clicks.pipe_input("alice", "a", timestamp=95)  # nothing at or before 95
+    users.pipe_input("alice", "us", timestamp=200)
+    clicks.pipe_input("alice", "b", timestamp=150)  # past the retention; "us" is newer
+    clicks.pipe_input("alice", "c", timestamp=195)  # within it: "eu" was valid at 195
+    assert_stream_equal(out, [("alice", "c@eu")])
+
+
 def test_failing_record_goes_to_the_dead_letter_topic_and_processing_continues(topology_driver):
     def parse(v):
         return int(v)  # raises on "oops"

@@ -118,7 +118,9 @@ def lower_join(lowerer: Lowerer, node: JoinNode, want_value: Codec | None = None
         as_of=node.kind is JoinKind.STREAM_TABLE,
         out_codec=out_codec,
     )
-    df = frame_columns_only(run_paged(ctx, [left, right], kernel))
+    # table updates older than the history retention (a versioned store's grace period)
+    expired = ("expired",) if history is not None and kernel.as_of else ()
+    df = frame_columns_only(run_paged(ctx, [left, right], kernel, drop_reasons=expired))
     table = lowerer.nodes[node.parents[1]]
     if isinstance(table, TableSourceNode):  # the join holds the table's contents
         decode = JoinTableEntries(right.value_codec, versioned=kernel.as_of)
