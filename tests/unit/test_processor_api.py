@@ -236,6 +236,33 @@ def test_schedule_outside_init_and_tiny_intervals_are_refused():
         Page(spec(Tiny)).run([rec("a", 1, 0)])
 
 
+def test_durations_are_whole_milliseconds_exactly_as_duration_to_millis():
+    """``int(td.total_seconds() * 1000)`` made 1001 ms into 1000 (a float's rounding): a
+    punctuation every 1001 ms fired at 1000, and a 2002 ms window store held 2001 ms.
+    """
+
+    class Every1001(Processor):
+        def init(self, context):
+            context.schedule(
+                timedelta(milliseconds=1001),
+                PunctuationType.STREAM_TIME,
+                lambda ts: context.forward(Record("p", "punctuated", ts)),
+            )
+
+        def process(self, record):
+            pass
+
+    page = Page(spec(Every1001))
+    outs, _ = page.run([rec("a", 0, 0)], wall_clock=0)
+    assert outs == [("p", "punctuated", 0)]
+    outs, _ = page.run([rec("a", 1000, 1)], wall_clock=0)
+    assert outs == []  # the next is due at 1001, not 1000
+    assert [s.next for s in page.schedules] == [1001]
+    w = timedelta(milliseconds=2002)
+    supplier = Stores.persistent_window_store("w", w, w)
+    assert (supplier.retention_ms, supplier.window_size_ms) == (2002, 2002)
+
+
 def test_unconnected_store_names_the_connected_ones():
     class Wrong(Processor):
         def init(self, context):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+from streamtable._millis import duration_ms
 from streamtable.errors import TopologyError
 from streamtable.topology.nodes import (
     JoinWindowSpec,
@@ -26,7 +27,7 @@ def to_millis(d: timedelta | int, argument: str) -> int:
             "takes a java.time.Duration and refuses null with IllegalArgumentException)."
         )
     if isinstance(d, timedelta):
-        return (d.days * 86_400_000) + (d.seconds * 1000) + (d.microseconds // 1000)
+        return duration_ms(d)
     return d
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, TypeVar
 
+from streamtable._millis import duration_ms
 from streamtable.errors import TopologyError
 from streamtable.serde import Windowed
 from streamtable.serde.base import Serde
@@ -35,7 +36,7 @@ _OBSERVED = b""
 
 
 def _ms(value: timedelta | int, what: str, name: str) -> int:
-    ms = int(value.total_seconds() * 1000) if isinstance(value, timedelta) else int(value)
+    ms = duration_ms(value) if isinstance(value, timedelta) else int(value)
     if ms < 0:
         raise TopologyError(f"Window store {name!r}: {what} cannot be negative; got {value!r}.")
     return ms

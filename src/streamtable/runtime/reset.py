@@ -31,6 +31,7 @@ from pathlib import Path
 
 from confluent_kafka.admin import OffsetSpec
 
+from streamtable._millis import epoch_ms
 from streamtable.config import StreamsConfig
 from streamtable.errors import ConfigError, MissingSourceTopicError, StateDirLockedError
 from streamtable.runtime.checkpoint import FINGERPRINT_FILE
@@ -311,7 +312,7 @@ def _reset(
     if when is None:
         rewound = admin.list_offsets(wanted, OffsetSpec.earliest(), "earliest")
     else:
-        ms = int(when.timestamp() * 1000)
+        ms = epoch_ms(when)
         rewound = admin.list_offsets(wanted, OffsetSpec.for_timestamp(ms), "by-timestamp")
         if any(off < 0 for off in rewound.values()):
             ends = admin.list_offsets(wanted, OffsetSpec.latest(), "end")

@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from streamtable._millis import duration_ms
 from streamtable.compiler.lower.sink import ORDER_COLUMNS
 from streamtable.compiler.paged.processor_api import encode_tick
 from streamtable.config import StreamsConfig
@@ -395,7 +396,7 @@ class TopologyTestDriver:
                 f"advance_wall_clock_time needs a non-negative timedelta; got {advance}."
             )
         self._check_not_failed()
-        self.wall_clock_ms += int(advance.total_seconds() * 1000)
+        self.wall_clock_ms += duration_ms(advance)
         if self._clock_readers:
             self._tick()
 

@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from streamtable._millis import duration_ms, epoch_ms
 from streamtable.errors import StreamsError
 from streamtable.serde import Serde
 
@@ -143,7 +144,7 @@ def to_millis(ts: int | datetime | None, default: int) -> int:
     if isinstance(ts, datetime):
         if ts.tzinfo is None:
             ts = ts.replace(tzinfo=UTC)
-        return int(ts.timestamp() * 1000)
+        return epoch_ms(ts)
     return int(ts)
 
 
@@ -177,7 +178,7 @@ class TestInputTopic:
         self.name = name
         self.key_serde = key_serde
         self.value_serde = value_serde
-        self._advance = int(auto_advance.total_seconds() * 1000)
+        self._advance = duration_ms(auto_advance)
         if self._advance < 0:
             raise ValueError(
                 f"auto_advance must not be negative (got {auto_advance!r}) for input topic "

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from streamtable._millis import duration_ms
 from streamtable.compiler.codecs import Codec
 from streamtable.compiler.paged.punctuation import STREAM_TIME, WALL_CLOCK_TIME, ScheduleState
 from streamtable.compiler.paged.records import Out, Rec
@@ -255,7 +256,7 @@ class PageContext:
 
 def _interval_ms(interval: Any) -> int:
     if isinstance(interval, timedelta):
-        ms = int(interval.total_seconds() * 1000)
+        ms = duration_ms(interval)
     elif isinstance(interval, int):
         ms = interval
     else:
