@@ -102,6 +102,21 @@ def test_window_and_session_stores_answer_queries(kafka_broker, spark, topic_nam
             assert r.json()["sessions"] == [{"start": T0 + 1_000, "end": T0 + 2_400, "value": 3}]
             r = http.get("/stores/clicks-per-10s/windows/u0", params={"from": 9, "to": 1})
             assert r.status_code == 400 and "Inverted time range" in r.json()["error"]
+            # the listing and the metadata cover window and session stores too
+            r = http.get("/stores")
+            assert r.status_code == 200, r.text
+            assert {
+                (s["name"], s["kind"], s["approximate_num_entries"]) for s in r.json()["stores"]
+            } == {("clicks-per-10s", "window", None), ("sessions", "session", None)}
+            r = http.get("/metadata")
+            assert r.status_code == 200, r.text
+            # each store covers the source partitions its records came from
+            read = sorted(windows.position())
+            assert read and {t for t, _ in read} == {src}
+            assert {
+                s["name"]: [(p["topic"], p["partition"]) for p in s["source_partitions"]]
+                for s in r.json()["stores"]
+            } == {"clicks-per-10s": read, "sessions": read}
             r = http.get("/stores/sessions/keys/u1")
             assert r.status_code == 400
             assert (

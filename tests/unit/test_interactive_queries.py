@@ -127,6 +127,32 @@ def test_a_store_is_not_queryable_until_its_changelog_is_read_to_the_end_it_had_
     assert store.all() == [("b", "1"), ("c", "2")]
 
 
+def test_a_store_view_stops_answering_once_the_application_leaves_running():
+    """A view taken while RUNNING raises after close() or a failure, as Kafka Streams'
+    stores do (``WrappingStoreProvider``), instead of answering from a replica that no
+    longer follows the application.
+    """
+    from streamtable import KafkaStreams, StreamsBuilder
+    from streamtable.runtime.kafka_streams import State
+
+    s = Serdes.string()
+    rep, info = replica(s, s)
+    rep._apply([Msg(info.topic, 0, 0, b"alice", b"7")])
+    store = ReadOnlyKeyValueStore(info, rep)
+    assert store.get("alice") == "7"
+    b = StreamsBuilder()
+    b.stream("in").to("out")
+    app = KafkaStreams(b.build(), {"application.id": "a", "bootstrap.servers": "unused:9092"})
+    app._state, app._replica = State.RUNNING, rep
+    app._transition(State.PENDING_SHUTDOWN)
+    with pytest.raises(
+        InvalidStateStoreException,
+        match=r"Cannot query store 's': the application is PENDING_SHUTDOWN, not RUNNING\. "
+        r"Kafka Streams' stores stop answering too",
+    ):
+        store.get("alice")
+
+
 def test_no_position_moves_and_no_wait_ends_before_the_store_is_restored():
     """A batch committed while the replica restores (its changelog ends read before the
     restoration's ends were known) does not move the position; wait_for, even for an empty
@@ -328,6 +354,13 @@ def test_session_store_fetch_and_find_sessions_follow_kafka_streams():
     assert store.find_sessions("u", 0, 50) == [(Windowed("u", 0, 5), 2)]
     assert store.fetch_session("v", 10, 10) == 1
     assert store.fetch("u", "v")[-1] == (Windowed("v", 10, 10), 1)
+    # ReadOnlySessionStore.fetch(keyFrom, keyTo): a null bound is open, not "keyFrom only"
+    everything = [(Windowed(k, st, en), n) for k, st, en, n in sessions]
+    assert store.fetch("u", None) == everything
+    assert store.fetch(None, "u") == everything[:2]
+    assert store.backward_fetch(None, None) == everything[::-1]
+    with pytest.raises(ValueError, match=r"fetch\(key\): the key must not be None"):
+        store.fetch(None)
 
 
 def test_a_replica_whose_consumer_cannot_be_built_fails_its_readers_with_the_cause():

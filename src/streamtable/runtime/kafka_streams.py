@@ -195,6 +195,10 @@ class KafkaStreams:
                 "[%s] state %s -> %s", self.config.application_id, self._state.value, new.value
             )
             self._state = new
+            if new is not State.RUNNING and self._replica is not None:
+                # views handed out earlier stop answering, as Kafka Streams' stores do once
+                # their thread is no longer RUNNING (InvalidStateStoreException)
+                self._replica.refuse(f"the application is {new.value}, not RUNNING")
 
     def set_uncaught_exception_handler(self, handler: Callable[[BaseException], None]) -> None:
         """Call ``handler(exception)`` when a running query fails (then the state is ``ERROR``).
@@ -1060,11 +1064,14 @@ class KafkaStreams:
         ----------
         parameters : StoreQueryParameters
             ``StoreQueryParameters.from_name_and_type(name, type)`` with type
-            ``QueryableStoreTypes.key_value_store()``.
+            ``QueryableStoreTypes.key_value_store()``, ``window_store()`` or
+            ``session_store()`` (the store's kind).
 
         Returns
         -------
-        ReadOnlyKeyValueStore
+        ReadOnlyKeyValueStore or ReadOnlyWindowStore or ReadOnlySessionStore
+            A view that raises :class:`~streamtable.errors.InvalidStateStoreException` once
+            the application leaves RUNNING.
 
         Raises
         ------
@@ -1198,8 +1205,8 @@ class KafkaStreams:
         Returns
         -------
         dict[str, str]
-            ``{store name: kind}`` in name order, the kind being ``"key_value"`` (the only
-            queryable kind so far). Empty before :meth:`start`: the compiled topology decides
+            ``{store name: kind}`` in name order, the kind being ``"key_value"``,
+            ``"window"`` or ``"session"``. Empty before :meth:`start`: the compiled topology decides
             which named stores have a changelog to serve them from.
 
         Examples

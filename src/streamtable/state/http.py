@@ -112,12 +112,14 @@ class QueryableStreams(Protocol):
         """The client state (an enum whose ``value`` is the name, or the name)."""
         ...
 
-    def store(self, parameters: StoreQueryParameters) -> ReadOnlyKeyValueStore:
+    def store(self, parameters: StoreQueryParameters) -> Any:
         """A read-only view of a queryable store (``KafkaStreams.store``)."""
         ...
 
     def queryable_stores(self) -> dict[str, str]:
-        """Name -> kind (``"key_value"``) of each queryable store."""
+        """Name -> kind (``"key_value"``, ``"window"``, ``"session"``) of each queryable
+        store.
+        """
         ...
 
 
@@ -325,15 +327,18 @@ def create_app(streams: QueryableStreams, *, token: str | None = None) -> FastAP
         def run() -> dict[str, Any]:
             out = []
             for name, kind in sorted(streams.queryable_stores().items()):
-                store = open_store(name)
+                store = open_store(name, kind)
                 position = store.position()
+                # a key-value store's count (window and session stores have none in Kafka
+                # Streams' API: null)
+                count = getattr(store, "approximate_num_entries", None)
                 out.append(
                     {
                         "name": name,
                         "kind": kind,
                         "key_serde": store.key_serde.name,
                         "value_serde": store.value_serde.name,
-                        "approximate_num_entries": store.approximate_num_entries(),
+                        "approximate_num_entries": None if count is None else count(),
                         "position": _position_json(position),
                     }
                 )
@@ -474,7 +479,7 @@ def create_app(streams: QueryableStreams, *, token: str | None = None) -> FastAP
             covered: set[tuple[str, int]] = set()
             for name, kind in sorted(streams.queryable_stores().items()):
                 try:
-                    partitions = sorted(open_store(name).position())
+                    partitions = sorted(open_store(name, kind).position())
                 except (InvalidStateStoreException, StreamsError):
                     partitions = []  # not RUNNING, or the replica failed: nothing known
                 covered.update(partitions)

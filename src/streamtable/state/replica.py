@@ -111,6 +111,8 @@ class StoreReplica:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
+        #: why reads are refused (the application left RUNNING), see :meth:`refuse`
+        self._refused: str | None = None
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -125,6 +127,16 @@ class StoreReplica:
         if self._thread is not None:
             self._thread.join(timeout=30)
         with self._cond:
+            self._cond.notify_all()
+
+    def refuse(self, reason: str) -> None:
+        """Refuse every later read, saying ``reason``: the application is no longer
+        RUNNING, and store views handed out before raise
+        :class:`~streamtable.errors.InvalidStateStoreException` as Kafka Streams' do
+        (``WrappingStoreProvider``) rather than answer from a replica that no longer moves.
+        """
+        with self._cond:
+            self._refused = reason
             self._cond.notify_all()
 
     # -- fed by the runtime -------------------------------------------------------------
@@ -150,11 +162,17 @@ class StoreReplica:
         Raises
         ------
         InvalidStateStoreException
-            While the store is restoring (see the module doc).
+            While the store is restoring (see the module doc), or once the application has
+            left RUNNING (:meth:`refuse`).
         StreamsError
             If the replica stopped reading.
         """
         with self._cond:
+            if self._refused is not None:
+                raise InvalidStateStoreException(
+                    f"Cannot query store {store!r}: {self._refused}. Kafka Streams' stores "
+                    "stop answering too; query the stores of a running application."
+                )
             self._raise_if_failed()
             if store in self._state.restoring:
                 raise InvalidStateStoreException(self._restoring_message(store))

@@ -45,7 +45,8 @@ class ReadOnlyWindowStore(ReplicaView):
 
     ``fetch(key, from, to)`` gives ``(window start, value)`` pairs; the forms over several
     keys give ``(Windowed(key, start, end), value)`` pairs. Windows come in start order per
-    key, keys in byte order.
+    key, keys in byte order. Unlike Kafka Streams' store, windows older than the store's
+    retention are still returned: the changelog-fed replica keeps them.
     """
 
     def __init__(self, info: ChangelogInfo, replica: StoreReplica) -> None:
@@ -127,18 +128,23 @@ class ReadOnlySessionStore(ReplicaView):
     """Kafka Streams' ``ReadOnlySessionStore`` of a session-windowed aggregation's named store.
 
     Results are ``(Windowed(key, start, end), value)`` pairs, sessions in (key bytes, end,
-    start) order, as Kafka Streams' session store iterates.
+    start) order (Kafka Streams' order for one key). Unlike Kafka Streams' store, sessions
+    past the store's retention are still returned: the changelog-fed replica keeps them.
     """
 
-    def fetch(self, key: Any, key_to: Any = None) -> list[tuple[Windowed, Any]]:
-        """Every session of ``key`` (or of the keys in ``[key, key_to]``)."""
-        hi = key if key_to is None else key_to
-        return self._sessions(key, hi, _MIN_TS, _MAX_TS, reverse=False)
+    def fetch(self, key: Any, *key_to: Any) -> list[tuple[Windowed, Any]]:
+        """``fetch(key)``: every session of ``key``; ``fetch(key_from, key_to)``: every
+        session of the keys in ``[key_from, key_to]``, where a ``None`` bound is open (Kafka
+        Streams' ``fetch(keyFrom, keyTo)``: "a null value indicates that the range starts
+        with the first element"/"ends with the last element").
+        """
+        lo, hi = _key_range("fetch", key, key_to)
+        return self._sessions(lo, hi, _MIN_TS, _MAX_TS, reverse=False)
 
-    def backward_fetch(self, key: Any, key_to: Any = None) -> list[tuple[Windowed, Any]]:
+    def backward_fetch(self, key: Any, *key_to: Any) -> list[tuple[Windowed, Any]]:
         """:meth:`fetch` in descending order."""
-        hi = key if key_to is None else key_to
-        return self._sessions(key, hi, _MIN_TS, _MAX_TS, reverse=True)
+        lo, hi = _key_range("backward_fetch", key, key_to)
+        return self._sessions(lo, hi, _MIN_TS, _MAX_TS, reverse=True)
 
     def find_sessions(
         self, key: Any, earliest_session_end: int, latest_session_start: int
@@ -157,16 +163,19 @@ class ReadOnlySessionStore(ReplicaView):
     def _sessions(
         self, lo: Any, hi: Any, earliest_end: int, latest_start: int, *, reverse: bool
     ) -> list[tuple[Windowed, Any]]:
-        lo_b, hi_b = self._serialize_key(lo), self._serialize_key(hi)
-        if lo_b > hi_b:
+        lo_b = None if lo is None else self._serialize_key(lo)
+        hi_b = None if hi is None else self._serialize_key(hi)
+        if lo_b is not None and hi_b is not None and lo_b > hi_b:
             return []
 
         def scan(store: Any) -> list[tuple[bytes, int, int, bytes]]:
             out = []
-            for k in store.irange(lo_b, hi_b + b"\xff" * 17):
+            for k in store.irange(lo_b, None if hi_b is None else hi_b + b"\xff" * 17):
                 inner = k[:-16]
+                if lo_b is not None and inner < lo_b or hi_b is not None and inner > hi_b:
+                    continue
                 end, start = _TS.unpack_from(k, len(k) - 16)[0], _TS.unpack_from(k, len(k) - 8)[0]
-                if lo_b <= inner <= hi_b and end >= earliest_end and start <= latest_start:
+                if end >= earliest_end and start <= latest_start:
                     out.append((inner, end, start, store[k]))
             return out
 
@@ -175,3 +184,18 @@ class ReadOnlySessionStore(ReplicaView):
         keys = self.key_serde.deserialize_many([r[0] for r in rows])
         values = self.value_serde.deserialize_many([r[3] for r in rows])
         return [(Windowed(k, r[2], r[1]), v) for k, r, v in zip(keys, rows, values, strict=True)]
+
+
+def _key_range(method: str, key: Any, key_to: tuple[Any, ...]) -> tuple[Any, Any]:
+    """The key bounds of a session store's ``fetch(key)`` or ``fetch(key_from, key_to)``.
+
+    >>> _key_range("fetch", "a", ()), _key_range("fetch", "a", (None,))
+    (('a', 'a'), ('a', None))
+    """
+    if len(key_to) > 1:
+        raise TypeError(f"{method} takes (key) or (key_from, key_to)")
+    if not key_to:
+        if key is None:
+            raise ValueError(f"{method}(key): the key must not be None (Kafka Streams refuses it)")
+        return key, key
+    return key, key_to[0]
