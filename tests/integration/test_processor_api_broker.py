@@ -121,3 +121,57 @@ def test_processor_store_is_queryable_and_wall_clock_punctuation_fires_when_idle
     assert sorted(per_key) == sorted(
         (u, n) for u, total in collections.Counter(users).items() for n in range(1, total + 1)
     )
+
+
+class CountPerKey(Processor):
+    """Counts per key in ``per-region``; forwards ``(key, count)``."""
+
+    def init(self, context):
+        self.context = context
+        self.store = context.get_state_store("per-region")
+
+    def process(self, record):
+        n = (self.store.get(record.key) or 0) + 1
+        self.store.put(record.key, n)
+        self.context.forward(record.with_value(n))
+
+
+def test_a_processor_after_repartition_counts_each_new_key_in_one_task(
+    kafka_broker, spark, topic_name, app_config
+):
+    """Re-keyed by region and repartitioned, every region's records reach one task, as Kafka
+    Streams' repartition topic places them: each region counts 1..n once. Before, the
+    processor ran in the source partitions' tasks and a region read from both counted twice.
+    """
+    from _support import ensure_topics, produce_records, read_topic
+
+    bs = kafka_broker.bootstrap_servers
+    src, out = topic_name("users"), topic_name("out")
+    ensure_topics(bs, {src: 2, out: 1})
+    users = [(f"u{i}", "eu" if i < 6 else "us") for i in range(12)]
+    # each region's users are read from both source partitions
+    for region in ("eu", "us"):
+        assert {default_partition(u.encode(), 2) for u, r in users if r == region} == {0, 1}
+    produce_records(
+        bs, src, [(u.encode(), r.encode(), 1_000 + i) for i, (u, r) in enumerate(users)]
+    )
+
+    b = StreamsBuilder()
+    b.add_state_store(
+        Stores.key_value_store_builder(Stores.persistent_key_value_store("per-region"), S, L)
+    )
+    (
+        b.stream(src, key_serde=S, value_serde=S)
+        .map(lambda user, region: (region, user))
+        .repartition(name="by-region", key_serde=S, value_serde=S)
+        .process(CountPerKey, "per-region")
+        .to(out, key_serde=S, value_serde=L)
+    )
+    app = KafkaStreams(b.build(), app_config())
+    app.start()
+    try:
+        app.await_caught_up(timeout=timedelta(minutes=3))
+    finally:
+        app.close()
+    counts = sorted((k.decode(), struct.unpack(">q", v)[0]) for k, v, _ in read_topic(bs, out))
+    assert counts == [(r, n) for r in ("eu", "us") for n in range(1, 7)]

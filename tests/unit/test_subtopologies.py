@@ -98,6 +98,27 @@ def test_explicit_repartition_is_cut_with_its_partition_count():
     assert repartition_partitions(graph, cuts, {"in": 2}) == {"app-spread-repartition": 6}
 
 
+def test_process_after_an_explicit_repartition_reads_the_repartition_topic():
+    """Kafka Streams' ``repartition()`` writes a topic, and a processor after it runs in that
+    topic's tasks, each key in one of them. A processor has no shuffle of its own: without
+    the cut it ran in the tasks of the partitions the records were read from, a key's state
+    split among them. An aggregation after a repartition keeps its shuffle (no cut).
+    """
+    from streamtable import Processor
+
+    class Forward(Processor):
+        def process(self, record):
+            self.context.forward(record)
+
+    b = StreamsBuilder()
+    s = b.stream("in", key_serde=S, value_serde=S).map(lambda k, v: (v, k))
+    s.repartition(name="by-value", key_serde=S, value_serde=S).process(Forward).to("out")
+    s.repartition(name="counted").group_by_key().count().to_stream().to("counts")
+    graph, cuts = cut_topology(b.build().graph, "app")
+    assert [(c.topic, c.num_partitions) for c in cuts] == [("app-by-value-repartition", None)]
+    assert repartition_partitions(graph, cuts, {"in": 3}) == {"app-by-value-repartition": 3}
+
+
 def test_three_levels_give_two_cuts_with_kafka_streams_partition_counts():
     b = StreamsBuilder()
     other = b.stream("small", key_serde=S, value_serde=S)

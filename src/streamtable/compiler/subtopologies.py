@@ -13,7 +13,9 @@ chain, though:
 - a windowed aggregation after ``repartition(num_partitions=n)``: stream time is tracked per
   input partition, and a shuffle keeps neither the partitions nor their order;
 - a ``KStream.process`` node reading another stateful operator (it tracks stream time by
-  source partition too, and Spark cannot chain it in update mode either).
+  source partition too, and Spark cannot chain it in update mode either), or reading an
+  explicit ``repartition()``: a processor's tasks are its input's partitions, and a
+  shuffle would leave the records in the partitions they were read from.
 
 There, and only there, the compiler cuts as Kafka Streams does: the upstream part becomes its
 own Spark query writing the repartition topic (records keep their timestamps, keys placed by
@@ -132,7 +134,13 @@ def _cut_for(
         return None
     if isinstance(parent, RepartitionNode):
         before = stateful_ancestor(graph, parent.parents[0], sources)
-        if before is None:
+        if before is not None:
+            why = f"it reads the output of stateful operator {before.name!r}"
+        elif isinstance(node, ProcessNode):
+            # a processor has no shuffle of its own: its tasks are its input's partitions,
+            # which only a topic redistributes by the new key
+            why = "process() after repartition() runs in the repartition topic's tasks"
+        else:
             return None
         return Cut(
             parent.name,
@@ -140,7 +148,7 @@ def _cut_for(
             f"{parent.name}-sink",
             f"{application_id}-{parent.topic_name}",
             None,
-            f"it reads the output of stateful operator {before.name!r}",
+            why,
         )
     before = stateful_ancestor(graph, parent.name, sources)
     if before is None:
