@@ -5,6 +5,7 @@ persistence across micro-batches, and the errors user code meets.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 import pytest
@@ -26,6 +27,7 @@ from streamtable.compiler.paged.processor_pages import (
 )
 from streamtable.compiler.paged.records import Rec
 from streamtable.errors import StreamsError, TopologyError
+from streamtable.processor.window_stores import WindowStore
 
 pytestmark = pytest.mark.unit
 
@@ -185,6 +187,29 @@ def test_stores_keep_bytes_per_page_and_log_only_when_logging_is_enabled():
     _, result = page.run([rec("a", 1, 0), rec("a", 2, 1)])
     assert page.stores == {"counts": {b"a": L.serialize(2)}}
     assert result.changes == {}
+
+
+def test_stores_answer_persistent_as_their_supplier_says():
+    """``InMemoryKeyValueStore.persistent()`` is false in Kafka Streams; it was always true."""
+
+    class Ask(Processor):
+        def init(self, context):
+            self.context = context
+
+        def process(self, record):
+            store = self.context.get_state_store("counts")
+            self.context.forward(record.with_value(store.persistent()))
+
+    def answer(persistent):
+        the_spec = spec(Ask)
+        stores = (StoreSpec("counts", S, L, True, persistent=persistent),)
+        outs, _ = Page(dataclasses.replace(the_spec, stores=stores)).run([rec("a", 1, 0)])
+        return outs[0][1]
+
+    assert (answer(True), answer(False)) == (True, False)
+    w = Stores.in_memory_window_store("w", 10, 10)
+    assert not WindowStore(w, {}, S, L).persistent()
+    assert WindowStore(dataclasses.replace(w, persistent=True), {}, S, L).persistent()
 
 
 def test_cancelled_schedules_stay_cancelled_in_later_instances():

@@ -141,7 +141,10 @@ class ProcessorContext(Protocol):
         ------
         StreamsError
             In ``process_values``, if the record's key differs from the input record's
-            (Kafka Streams' ``FixedKeyProcessor`` cannot change keys).
+            (Kafka Streams' ``FixedKeyProcessor`` cannot change keys). A punctuator of
+            ``process_values`` has no input record to compare with: it must forward only
+            keys its processor was given (Kafka Streams can forward only a ``FixedKeyRecord``
+            it kept), as nothing repartitions what it forwards.
         """
 
     def schedule(

@@ -206,8 +206,10 @@ class KeyValueStore:
         data: MutableMapping[bytes, bytes],
         key_serde: Serde,
         value_serde: Serde,
+        persistent: bool = True,
     ) -> None:
         self._name = name
+        self._persistent = persistent
         self._data = data
         self._key_serde = key_serde
         self._value_serde = value_serde
@@ -219,8 +221,11 @@ class KeyValueStore:
         return self._name
 
     def persistent(self) -> bool:
-        """Always true: the state survives restarts (Spark's checkpoint)."""
-        return True
+        """Kafka Streams' answer: true for a ``persistent_key_value_store``, false for an
+        ``in_memory_key_value_store`` (whose state here survives restarts all the same, in
+        Spark's checkpoint).
+        """
+        return self._persistent
 
     def _key(self, key: Any) -> bytes:
         if key is None:

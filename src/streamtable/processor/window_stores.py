@@ -192,6 +192,12 @@ class WindowStore:
         """The store's name."""
         return self._supplier.name
 
+    def persistent(self) -> bool:
+        """Kafka Streams' answer: true for a ``persistent_window_store``, false for an
+        ``in_memory_window_store`` (both survive restarts here, in Spark's checkpoint).
+        """
+        return self._supplier.persistent
+
     def _key(self, key: Any) -> bytes:
         if key is None:
             raise ValueError(f"Window store {self.name()!r}: keys cannot be None.")

@@ -71,7 +71,14 @@ def store_specs(ctx: CompileContext, node: ProcessNode) -> tuple[StoreSpec, ...]
             serdes.append(serde)
         window = getattr(b.supplier, "window_size_ms", None) is not None
         out.append(
-            StoreSpec(b.name, serdes[0], serdes[1], b.logging, b.supplier if window else None)
+            StoreSpec(
+                b.name,
+                serdes[0],
+                serdes[1],
+                b.logging,
+                b.supplier if window else None,
+                persistent=b.supplier.persistent,
+            )
         )
     return tuple(out)
 

@@ -51,6 +51,8 @@ class StoreSpec:
     value_serde: Serde
     logged: bool
     window: WindowBytesStoreSupplier | None = None
+    #: what ``persistent()`` answers: the supplier's (``persistent_*`` or ``in_memory_*``)
+    persistent: bool = True
 
     @property
     def kind(self) -> str:
@@ -215,7 +217,9 @@ class PageContext:
                 spec.window, self.load_store(name), spec.key_serde, spec.value_serde
             )
         else:
-            store = KeyValueStore(name, self.load_store(name), spec.key_serde, spec.value_serde)
+            store = KeyValueStore(
+                name, self.load_store(name), spec.key_serde, spec.value_serde, spec.persistent
+            )
         store.on_change = self._logger(name) if spec.logged else None
         self.opened[name] = store
         return store
