@@ -565,7 +565,9 @@ class StreamsConfig:
       ``spark.sql.shuffle.partitions`` for the streaming query (the number of state partitions;
       fixed once a checkpoint exists).
     - ``streamtable.max.offsets.per.trigger`` (int >= 1 or None; default None = no limit):
-      Upper bound of records read per micro-batch (Spark's ``maxOffsetsPerTrigger``).
+      Upper bound of records read per micro-batch (Spark's ``maxOffsetsPerTrigger``), per
+      source; a GlobalKTable's topic is read without it (Kafka Streams loads a global
+      table in full before processing).
     - ``streamtable.invalid.timestamp.policy`` (``"skip"`` default | ``"fail"``):
       What happens to a record whose timestamp extractor returns no valid timestamp (not an
       int >= 0): skip it and count it as dropped ``invalid_timestamp`` (Kafka Streams'

@@ -219,6 +219,32 @@ def test_a_global_table_is_read_in_full_under_auto_offset_reset_latest(
     assert got == ["Ann:c1:pen", "Bob:c2:ink"]
 
 
+def test_a_global_table_is_loaded_in_full_before_rate_limited_stream_batches(
+    kafka_broker, spark, topic_name, app_config
+):
+    """Kafka Streams bootstraps a global table before it processes a record; with
+    streamtable.max.offsets.per.trigger=2 the table used to come 2 records per micro-batch,
+    and orders for customers not read yet were dropped by the inner join.
+    """
+    bs = kafka_broker.bootstrap_servers
+    orders, customers, out = topic_name("orders"), topic_name("customers"), topic_name("o")
+    ensure_topics(bs, {orders: 1, customers: 1, out: 1})
+    produce_records(bs, customers, [rec(f"c{i}", f"name{i}", 1) for i in range(12)])
+    # the first orders are for the customers read last
+    produce_records(bs, orders, [rec(f"o{i}", f"c{11 - i}", 2 + i) for i in range(12)])
+    b = StreamsBuilder()
+    cust = b.global_table(customers, key_serde=S, value_serde=S)
+    b.stream(orders, key_serde=S, value_serde=S).join(
+        cust, lambda _k, customer: customer, lambda customer, name: name
+    ).to(out, value_serde=S)
+    config = app_config(**{"streamtable.max.offsets.per.trigger": 2})
+    with KafkaStreams(b.build(), config) as app:
+        app.start()
+        app.await_caught_up(timeout=timedelta(minutes=3))
+    got = sorted(v.decode() for _, v, _ in read_topic(bs, out))
+    assert got == sorted(f"name{i}" for i in range(12))
+
+
 def test_stream_global_table_join_by_selected_key(kafka_broker, spark, topic_name, app_config):
     """The lookup key decides, never the record's own key (a null-key order is looked up);
     a null lookup key drops the record, except a null-key one in a left join (KIP-962).

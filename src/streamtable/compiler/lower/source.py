@@ -19,11 +19,13 @@ if TYPE_CHECKING:
     from streamtable.topology.nodes import SourceNode
 
 
-def lower_source(ctx: CompileContext, node: SourceNode) -> Frame:
+def lower_source(ctx: CompileContext, node: SourceNode, *, rate_limited: bool = True) -> Frame:
     """Read ``node.topics`` with Spark's Kafka source.
 
     Keys and values stay raw bytes here (the first Python stage downstream deserializes them,
     which is where bad records are caught). ``ts`` is the Kafka record timestamp in ms.
+    ``streamtable.max.offsets.per.trigger`` bounds each micro-batch's read unless
+    ``rate_limited`` is false (a global table's topic: see :func:`..table.lower_table_upserts`).
 
     Raises
     ------
@@ -60,7 +62,7 @@ def lower_source(ctx: CompileContext, node: SourceNode) -> Frame:
     if cfg.processing_guarantee == "exactly_once_v2":
         # as Kafka Streams under EOS: skip aborted and not yet committed transactional records
         reader = reader.option("kafka.isolation.level", "read_committed")
-    if cfg.max_offsets_per_trigger is not None:
+    if cfg.max_offsets_per_trigger is not None and rate_limited:
         reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
     for k, v in kafka_source_options(cfg.consumer_config).items():
         reader = reader.option(k, v)

@@ -53,7 +53,10 @@ def lower_table_upserts(ctx: CompileContext, node: TableSourceNode) -> Frame:
     """The table's topic as upserts, deserialized (validated) once; null keys are dropped
     and counted (Kafka Streams' ``KTableSource`` skips them). A global table's topic is read
     from its beginning whatever ``auto.offset.reset`` says, as Kafka Streams'
-    ``GlobalStateManagerImpl`` restores a global table in full.
+    ``GlobalStateManagerImpl`` restores a global table in full, and without
+    ``streamtable.max.offsets.per.trigger``: the first micro-batch holds the whole table,
+    applied before that batch's stream records look it up, as Kafka Streams bootstraps a
+    global table before it processes any record.
     """
     source = SourceNode(
         node.name,
@@ -63,7 +66,7 @@ def lower_table_upserts(ctx: CompileContext, node: TableSourceNode) -> Frame:
         value_serde=node.value_serde,
         auto_offset_reset="earliest" if node.is_global else None,
     )
-    frame = validated(ctx, lower_source(ctx, source))
+    frame = validated(ctx, lower_source(ctx, source, rate_limited=not node.is_global))
     df = count_and_drop(ctx, frame.df, {"null_key": F.col("key").isNull()})
     return frame.with_(df=df)
 
