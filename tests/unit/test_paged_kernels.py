@@ -89,6 +89,19 @@ def test_table_table_join_follows_the_documented_table(join_type):
     assert [[N if v is None else v for v in outs] for outs in got] == TT_EXPECTED[join_type]
 
 
+def test_a_joiner_returning_none_gives_a_null_value_not_a_pickled_none():
+    """Kafka Streams forwards a joiner's null as the value: in a table-table join's result
+    it is a tombstone of the key, so a table downstream (another join, an aggregation) finds
+    the key absent. It used to be the bytes of a pickled None, a present row.
+    """
+    k = TableTableJoinKernel("J", "inner", lambda lv, rv: None if rv == "x" else lv, P, P)
+    _, outs = k.process(b"k", [r(1, 0, "a"), r(2, 1, "x")], None, {})
+    assert [(o.key, o.value) for o in outs] == [(b"k", None)]
+    s = StreamTableJoinKernel("J", "left", lambda sv, tv: None, P, P, None)
+    _, outs = s.process(b"k", [r(3, 0, "s")], None, {})
+    assert [o.value for o in outs] == [None]
+
+
 def test_table_table_join_coalesces_a_batch_to_its_last_result():
     k = TableTableJoinKernel("J", "left", lambda lv, rv: f"{lv}|{rv}", P, P)
     _, outs = k.process(b"k", sorted(r(ts, s, v) for ts, s, v in TT_INPUT[:4]), None, {})

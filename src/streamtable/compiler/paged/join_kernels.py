@@ -41,14 +41,20 @@ def encode_result(codec: Codec, value: Any, node_name: str) -> bytes | None:
     """A joiner's result in ``codec``: pickled for a Python consumer, or already in the serde of
     the sink the join's results go to (which then needs no Python stage).
 
+    A ``None`` result is a null value: a tombstone of the key in a table-table join's result
+    table, a record with a null value from a stream join (Kafka Streams forwards the joiner's
+    null as the record's value).
+
     Raises
     ------
     SerializationError
         If that serde cannot serialize ``value`` (Kafka Streams fails likewise when its sink's
         serializer rejects the record).
     """
+    if value is None:
+        return None
     if isinstance(codec, PickleCodec):
-        return pickle.dumps(value, protocol=5)  # None too: the sink's stage decodes it
+        return pickle.dumps(value, protocol=5)
     try:
         return codec.encode_many([value])[0]
     except SerializationError as e:
