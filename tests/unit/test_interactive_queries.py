@@ -363,6 +363,55 @@ def test_session_store_fetch_and_find_sessions_follow_kafka_streams():
         store.fetch(None)
 
 
+def test_windows_and_sessions_past_the_retention_are_not_returned():
+    """Kafka Streams' segmented stores return nothing at or before their observed stream
+    time (largest window start, largest session end) minus the retention, though the
+    changelog (and so the replica) still holds it; a tombstone moves that time too.
+    """
+    import struct
+
+    from streamtable import Windowed
+    from streamtable.state.window_queries import (
+        ReadOnlySessionStore,
+        ReadOnlyWindowStore,
+        window_store_key,
+    )
+
+    s, longs = Serdes.string(), Serdes.long()
+    info = ChangelogInfo(
+        "w", "app-w", 1, "window", s, longs, "q", window_size_ms=10, retention_ms=20
+    )
+    rep = restored(StoreReplica("unused:9092", {"w": info}))
+    rows = [("a", 0, 1), ("a", 20, 2), ("a", 30, 3), ("b", 40, 4)]
+    msgs = [
+        Msg(info.topic, 0, i, window_store_key(k.encode(), t), longs.serialize(v))
+        for i, (k, t, v) in enumerate(rows)
+    ]
+    rep._apply(msgs)
+    store = ReadOnlyWindowStore(info, rep)
+    # observed 40, retention 20: windows starting at or before 20 are gone
+    assert store.fetch("a", 0, 100) == [(30, 3)]
+    assert store.fetch("a", 20) is None and store.fetch("a", 30) == 3
+    assert store.all() == [(Windowed("a", 30, 40), 3), (Windowed("b", 40, 50), 4)]
+    rep._apply([Msg(info.topic, 0, 9, window_store_key(b"c", 50), None)])  # observed 50
+    assert store.fetch("a", 0, 100) == []
+
+    info = ChangelogInfo("ss", "app-ss", 1, "session", s, longs, "q", retention_ms=10)
+    rep = restored(StoreReplica("unused:9092", {"ss": info}))
+    sessions = [("u", 0, 5, 2), ("u", 100, 130, 3), ("v", 110, 120, 1)]
+    rep._apply(
+        [
+            Msg(info.topic, 0, i, k.encode() + struct.pack(">qq", en, st), longs.serialize(n))
+            for i, (k, st, en, n) in enumerate(sessions)
+        ]
+    )
+    sess = ReadOnlySessionStore(info, rep)
+    # observed 130, retention 10: sessions ending at or before 120 are gone
+    assert sess.fetch("u") == [(Windowed("u", 100, 130), 3)]
+    assert sess.fetch("v") == [] and sess.fetch_session("v", 110, 120) is None
+    assert sess.fetch_session("u", 100, 130) == 3
+
+
 def test_a_replica_whose_consumer_cannot_be_built_fails_its_readers_with_the_cause():
     info = ChangelogInfo(
         "s", "app-s-changelog", 1, "key_value", Serdes.string(), Serdes.long(), "q"

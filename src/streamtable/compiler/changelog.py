@@ -83,6 +83,9 @@ class ChangelogInfo:
         The query whose micro-batches write the changelog.
     window_size_ms : int or None
         Window stores of time windows: the window size (a window's end is start + size).
+    retention_ms : int or None
+        Window and session stores: how long the store keeps a window after its start (a
+        session after its end); queries find nothing older, as in Kafka Streams.
     """
 
     store: str
@@ -93,6 +96,7 @@ class ChangelogInfo:
     value_serde: Serde
     query: str
     window_size_ms: int | None = None
+    retention_ms: int | None = None
 
 
 def _long_bytes(v: int | None) -> bytes | None:
@@ -219,9 +223,11 @@ def logged_windows(
     store: str,
     value_serde: Serde | None,
     window_size_ms: int | None,
+    retention_ms: int | None = None,
 ) -> Frame:
     """``frame`` (a windowed aggregation's updates, keys in windowed bytes) with a changelog
-    writer for window store ``store`` (``window_size_ms`` set: time windows) or session store.
+    writer for window store ``store`` (``window_size_ms`` set: time windows) or session store,
+    which keeps windows for ``retention_ms``.
 
     The changelog keys are Kafka Streams' store key binaries: key + start + 4-byte sequence
     number 0 for windows, key + end + start for sessions (which is the windowed key the
@@ -234,7 +240,16 @@ def logged_windows(
     kind = "session" if window_size_ms is None else "window"
     suffix = b"" if window_size_ms is None else b"\x00\x00\x00\x00"
     return _with_changelog(
-        ctx, frame, node_name, store, codec.inner.serde(), value_serde, kind, window_size_ms, suffix
+        ctx,
+        frame,
+        node_name,
+        store,
+        codec.inner.serde(),
+        value_serde,
+        kind,
+        window_size_ms,
+        suffix,
+        retention_ms,
     )
 
 
@@ -263,11 +278,14 @@ def _with_changelog(
     kind: str,
     window_size_ms: int | None = None,
     key_suffix: bytes = b"",
+    retention_ms: int | None = None,
 ) -> Frame:
     """Register store ``store``'s changelog and add its writer after ``frame`` (see
     :func:`logged`).
     """
-    info = register_changelog(ctx, node_name, store, key_serde, value_serde, kind, window_size_ms)
+    info = register_changelog(
+        ctx, node_name, store, key_serde, value_serde, kind, window_size_ms, retention_ms
+    )
     if info is None:
         return frame
     spec = ctx.output_spec(f"changelog-{store}")
@@ -297,6 +315,7 @@ def register_changelog(
     value_serde: Serde | None,
     kind: str,
     window_size_ms: int | None = None,
+    retention_ms: int | None = None,
 ) -> ChangelogInfo | None:
     """Record store ``store``'s changelog in ``ctx.changelogs`` (its partitions: the most of
     the topics node ``node_name`` reads, one per Kafka Streams task); ``None`` when the store
@@ -320,7 +339,15 @@ def register_changelog(
     )
     topic = changelog_topic(ctx.config.application_id, store)
     info = ChangelogInfo(
-        store, topic, partitions, kind, key_serde, value_serde, ctx.query, window_size_ms
+        store,
+        topic,
+        partitions,
+        kind,
+        key_serde,
+        value_serde,
+        ctx.query,
+        window_size_ms,
+        retention_ms,
     )
     ctx.changelogs[store] = info
     return info

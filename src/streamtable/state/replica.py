@@ -68,6 +68,10 @@ class _State:
     #: store -> its changelog (topic, partition) -> end offset at start, until read up to it;
     #: None until those ends are known
     restoring: dict[str, dict[tuple[str, int], int] | None] = field(default_factory=dict)
+    #: window store -> the largest window start written, session store -> the largest session
+    #: end: Kafka Streams' observed stream time of a segmented store, which its retention
+    #: is measured against (deletes count too, as in ``AbstractRocksDBSegmentedBytesStore``)
+    observed: dict[str, int] = field(default_factory=dict)
 
 
 class StoreReplica:
@@ -178,6 +182,13 @@ class StoreReplica:
                 raise InvalidStateStoreException(self._restoring_message(store))
             return fn(self._state.stores[store]), self.position(store)
 
+    def observed_time(self, store: str) -> int | None:
+        """A window store's largest window start, a session store's largest session end,
+        written so far (``None``: nothing yet, or a key-value store).
+        """
+        with self._cond:
+            return self._state.observed.get(store)
+
     def position(self, store: str) -> Offsets:
         """The store's position (empty while it is restoring).
 
@@ -286,8 +297,12 @@ class StoreReplica:
                     if m.error().fatal():
                         raise StreamsError(str(m.error()))
                     continue
-                store = st.stores[self._topic_store[m.topic()]]
+                name = self._topic_store[m.topic()]
+                store = st.stores[name]
                 key, value = m.key(), m.value()
+                at = _segment_time(self.changelogs[name].kind, key)
+                if at is not None and at > st.observed.get(name, at - 1):
+                    st.observed[name] = at
                 if value is None:
                     store.pop(key, None)
                 else:
@@ -410,3 +425,20 @@ def _readable_end(consumer: Any, tp: Any) -> int:
 
 def _fmt(offsets: Mapping[tuple[str, int], Any]) -> str:
     return "{" + ", ".join(f"{t}-{p}: {o}" for (t, p), o in sorted(offsets.items())) + "}"
+
+
+def _segment_time(kind: str, key: bytes | None) -> int | None:
+    """The time a window store key (key + start + seqnum) or session store key (key + end +
+    start) is filed under in Kafka Streams' segmented stores; ``None`` for other stores.
+
+    >>> _segment_time("window", b"k" + (7).to_bytes(8, "big") + bytes(4))
+    7
+    >>> _segment_time("session", b"k" + (9).to_bytes(8, "big") + (3).to_bytes(8, "big"))
+    9
+    """
+    if key is None or kind == "key_value":
+        return None
+    at = len(key) - (12 if kind == "window" else 16)
+    if at < 0:
+        return None
+    return int.from_bytes(key[at : at + 8], "big", signed=True)

@@ -45,13 +45,14 @@ class ReadOnlyWindowStore(ReplicaView):
 
     ``fetch(key, from, to)`` gives ``(window start, value)`` pairs; the forms over several
     keys give ``(Windowed(key, start, end), value)`` pairs. Windows come in start order per
-    key, keys in byte order. Unlike Kafka Streams' store, windows older than the store's
-    retention are still returned: the changelog-fed replica keeps them.
+    key, keys in byte order. As in Kafka Streams, windows starting at or before the store's
+    observed stream time (its largest window start) minus its retention are not returned.
     """
 
     def __init__(self, info: ChangelogInfo, replica: StoreReplica) -> None:
         super().__init__(info, replica)
         self.window_size_ms = info.window_size_ms or 0
+        self.retention_ms = info.retention_ms
 
     def fetch(self, key: Any, *args: Any) -> Any:
         """``fetch(key, time)``: the value of the window of ``key`` starting at ``time`` (or
@@ -60,8 +61,13 @@ class ReadOnlyWindowStore(ReplicaView):
         time_to)``: ``(Windowed, value)`` over a key range.
         """
         if len(args) == 1:
-            k = window_store_key(self._serialize_key(key), int(args[0]))
-            value, _ = self._replica.read(self.name, lambda store: store.get(k))
+            start = int(args[0])
+            k = window_store_key(self._serialize_key(key), start)
+
+            def get(store: Any) -> bytes | None:
+                return None if _expired(start, _cutoff(self)) else store.get(k)
+
+            value, _ = self._replica.read(self.name, get)
             return self.value_serde.deserialize(value)
         if len(args) == 2:
             return [(w.start, v) for w, v in self._windows(key, key, *args, reverse=False)]
@@ -103,6 +109,7 @@ class ReadOnlyWindowStore(ReplicaView):
             return []
 
         def scan(store: Any) -> list[tuple[bytes, int, bytes]]:
+            cutoff = _cutoff(self)
             minimum = None if lo_b is None else lo_b
             maximum = None if hi_b is None else hi_b + b"\xff" * 13
             out = []
@@ -110,7 +117,7 @@ class ReadOnlyWindowStore(ReplicaView):
                 inner, start = k[:-12], _TS.unpack_from(k, len(k) - 12)[0]
                 if lo_b is not None and inner < lo_b or hi_b is not None and inner > hi_b:
                     continue
-                if t0 <= start <= t1:
+                if t0 <= start <= t1 and not _expired(start, cutoff):
                     out.append((inner, start, store[k]))
             return out
 
@@ -128,9 +135,14 @@ class ReadOnlySessionStore(ReplicaView):
     """Kafka Streams' ``ReadOnlySessionStore`` of a session-windowed aggregation's named store.
 
     Results are ``(Windowed(key, start, end), value)`` pairs, sessions in (key bytes, end,
-    start) order (Kafka Streams' order for one key). Unlike Kafka Streams' store, sessions
-    past the store's retention are still returned: the changelog-fed replica keeps them.
+    start) order (Kafka Streams' order for one key). As in Kafka Streams, sessions that
+    ended at or before the store's observed stream time (its largest session end) minus its
+    retention are not returned.
     """
+
+    def __init__(self, info: ChangelogInfo, replica: StoreReplica) -> None:
+        super().__init__(info, replica)
+        self.retention_ms = info.retention_ms
 
     def fetch(self, key: Any, *key_to: Any) -> list[tuple[Windowed, Any]]:
         """``fetch(key)``: every session of ``key``; ``fetch(key_from, key_to)``: every
@@ -157,7 +169,11 @@ class ReadOnlySessionStore(ReplicaView):
     def fetch_session(self, key: Any, start: int, end: int) -> Any:
         """The value of the session of ``key`` from ``start`` to ``end``, or ``None``."""
         k = self._serialize_key(key) + _TS.pack(int(end)) + _TS.pack(int(start))
-        value, _ = self._replica.read(self.name, lambda store: store.get(k))
+
+        def get(store: Any) -> bytes | None:
+            return None if _expired(int(end), _cutoff(self)) else store.get(k)
+
+        value, _ = self._replica.read(self.name, get)
         return self.value_serde.deserialize(value)
 
     def _sessions(
@@ -169,13 +185,14 @@ class ReadOnlySessionStore(ReplicaView):
             return []
 
         def scan(store: Any) -> list[tuple[bytes, int, int, bytes]]:
+            cutoff = _cutoff(self)
             out = []
             for k in store.irange(lo_b, None if hi_b is None else hi_b + b"\xff" * 17):
                 inner = k[:-16]
                 if lo_b is not None and inner < lo_b or hi_b is not None and inner > hi_b:
                     continue
                 end, start = _TS.unpack_from(k, len(k) - 16)[0], _TS.unpack_from(k, len(k) - 8)[0]
-                if end >= earliest_end and start <= latest_start:
+                if end >= earliest_end and start <= latest_start and not _expired(end, cutoff):
                     out.append((inner, end, start, store[k]))
             return out
 
@@ -199,3 +216,19 @@ def _key_range(method: str, key: Any, key_to: tuple[Any, ...]) -> tuple[Any, Any
             raise ValueError(f"{method}(key): the key must not be None (Kafka Streams refuses it)")
         return key, key
     return key, key_to[0]
+
+
+def _cutoff(view: Any) -> int | None:
+    """The time at or before which a window's start (a session's end) is past the store's
+    retention: its observed stream time minus the retention. Kafka Streams' segmented stores
+    return nothing at or before it (``AbstractRocksDBSegmentedBytesStore``'s
+    ``getActualFrom``; ``InMemoryWindowStore`` likewise). ``None``: nothing has expired.
+    """
+    observed = view._replica.observed_time(view.name)
+    if view.retention_ms is None or observed is None:
+        return None
+    return observed - view.retention_ms
+
+
+def _expired(at: int, cutoff: int | None) -> bool:
+    return cutoff is not None and at <= cutoff

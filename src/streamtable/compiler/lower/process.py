@@ -196,7 +196,10 @@ def _changelogs(
             )
             continue
         size = None if s.window is None else s.window.window_size_ms
-        info = register_changelog(ctx, node.name, s.name, s.key_serde, s.value_serde, s.kind, size)
+        retention = None if s.window is None else s.window.retention_ms
+        info = register_changelog(
+            ctx, node.name, s.name, s.key_serde, s.value_serde, s.kind, size, retention
+        )
         if info is not None:
             topics[s.name] = info.topic
     return topics

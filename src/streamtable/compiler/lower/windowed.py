@@ -175,4 +175,7 @@ def lower_windowed_aggregate(
         )
         return frame
     size = None if isinstance(windows, SessionWindowSpec) else windows.size_ms
-    return logged_windows(ctx, frame, node.name, node.store_name, node.store_value_serde, size)
+    retention = node.retention_ms or default_retention_ms(windows)
+    return logged_windows(
+        ctx, frame, node.name, node.store_name, node.store_value_serde, size, retention
+    )
