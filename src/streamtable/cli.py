@@ -973,7 +973,11 @@ def demo(ctx: click.Context) -> None:
     "--bootstrap-servers",
     default=None,
     show_envvar=True,
-    help="Use this broker (topics are created there and left) instead of an embedded one.",
+    help=(
+        "Use this broker instead of an embedded one. Its topics named as the demo's "
+        "(flights, flights-hourly, airlines, planes, weather, ...) are DELETED and recreated, "
+        "then left there."
+    ),
 )
 @click.option("--month", type=click.IntRange(1, 12), default=None, help="Only this month of 2013.")
 @click.option(
@@ -997,7 +1001,10 @@ def demo_flights(bootstrap_servers: str | None, month: int | None, state_dir: st
     "--bootstrap-servers",
     default=None,
     show_envvar=True,
-    help="Use this broker instead of an embedded one.",
+    help=(
+        "Use this broker instead of an embedded one. Its topics streams-plaintext-input and "
+        "streams-wordcount-output are DELETED and recreated, then left there."
+    ),
 )
 @click.option(
     "--state-dir", default=None, show_envvar=True, help="state.dir [default: a new temp folder]."
@@ -1025,7 +1032,10 @@ def demo_wordcount(
     "--bootstrap-servers",
     default=None,
     show_envvar=True,
-    help="Use this broker (topics are recreated there) instead of an embedded one.",
+    help=(
+        "Use this broker instead of an embedded one. Its topics game-events, audit, alerts and "
+        "the accounts CDC topic are DELETED and recreated, then left there."
+    ),
 )
 @click.option("--players", type=click.IntRange(10), default=100_000, show_default=True)
 @click.option("--events", type=click.IntRange(100), default=5_000_000, show_default=True)
@@ -1045,7 +1055,10 @@ def demo_wordcount(
 @click.option(
     "--archive",
     default=None,
-    help="Directory of the Parquet archive of game-events and alerts [default: STATE_DIR/archive].",
+    help=(
+        "Directory of the Parquet archive of game-events and alerts, emptied first "
+        "[default: STATE_DIR/archive]."
+    ),
 )
 @click.option(
     "--accounts/--no-accounts",

@@ -522,9 +522,9 @@ class StreamsConfig:
       Where to start when the application has no committed offsets (Kafka Streams' default).
     - ``max.task.idle.ms`` (int >= 0 or -1; default 0): accepted for compatibility; not
       used by this version (Spark has no idle-partition synchronisation).
-    - ``replication.factor`` (int >= 1 or -1 = broker default; default -1): accepted for
-      compatibility; this version creates its internal topics (repartition topics, the
-      exactly-once markers) with the broker's default replication factor.
+    - ``replication.factor`` (int >= 1 or -1 = broker default; default -1): the replication
+      factor of the internal topics the application creates (changelog and repartition
+      topics, the exactly-once markers), as in Kafka Streams.
     - ``client.id`` (str; default ``""``): accepted for compatibility; not used.
     - ``statestore.cache.max.bytes`` (int >= 0; default 10485760): accepted for
       compatibility; not used (updates are coalesced per key and micro-batch instead).

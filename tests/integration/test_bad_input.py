@@ -34,6 +34,32 @@ def test_missing_source_topic_is_named(kafka_broker, topic_name, app_config):
     assert app.state is State.CREATED
 
 
+def test_a_replication_factor_the_cluster_cannot_give_is_refused_naming_the_topic(
+    kafka_broker, spark, topic_name, app_config
+):
+    """replication.factor applies to the internal topics, as in Kafka Streams: 2 on this
+    one-broker cluster cannot be given, and start() says so (it used to create them with
+    the broker's default, whatever the setting said).
+    """
+    from streamtable.errors import StreamtableError
+
+    src, out = topic_name("in"), topic_name("out")
+    ensure_topics(kafka_broker.bootstrap_servers, {src: 1, out: 1})
+    b = StreamsBuilder()
+    s = Serdes.string()
+    b.stream(src, key_serde=s, value_serde=s).group_by_key().count(name="c").to_stream().to(
+        out, value_serde=Serdes.long()
+    )
+    app = KafkaStreams(b.build(), app_config(**{"replication.factor": 2}))
+    with pytest.raises(
+        StreamtableError,
+        match=r"Could not create the internal topic '.*-c-changelog': .*replication.factor=2 "
+        r"needs that many brokers",
+    ):
+        app.start()
+    app.close()
+
+
 def test_undeserializable_value_fails_naming_topic_partition_offset(
     kafka_broker, spark, topic_name, app_config
 ):

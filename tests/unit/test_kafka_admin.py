@@ -40,6 +40,32 @@ def test_an_internal_topic_that_cannot_be_created_is_named_with_its_partition_co
         admin.close()
 
 
+def test_internal_topics_are_created_with_the_configured_replication_factor(monkeypatch):
+    """``replication.factor`` applies to the internal topics (Kafka Streams:
+    changelog and repartition topics); it was ignored, -1 (the broker's default) always.
+    """
+    created = []
+
+    class Done:
+        def result(self):
+            return None
+
+    class Client:
+        def create_topics(self, topics, request_timeout):
+            created.extend((t.topic, t.replication_factor) for t in topics)
+            return {t.topic: Done() for t in topics}
+
+    for rf in (-1, 3):
+        admin = KafkaAdmin("127.0.0.1:1", timeout_ms=1000, replication_factor=rf)
+        try:
+            monkeypatch.setattr(admin, "topic_partitions", lambda topics: {})
+            monkeypatch.setattr(admin, "_client", lambda: Client())
+            admin.ensure_internal_topics({f"app-s{rf}-changelog": 2}, {})
+        finally:
+            admin.close()
+    assert created == [("app-s-1-changelog", -1), ("app-s3-changelog", 3)]
+
+
 class _Metadata:
     """What ``AdminClient.list_topics`` returns, for the topics a test names."""
 

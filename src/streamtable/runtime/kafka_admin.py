@@ -27,8 +27,11 @@ class KafkaAdmin:
         *,
         timeout_ms: int = 30000,
         config: Mapping[str, Any] | None = None,
+        replication_factor: int = -1,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
+        #: of the internal topics it creates (``replication.factor``; -1: the broker's default)
+        self.replication_factor = replication_factor
         self.timeout_s = timeout_ms / 1000.0
         conf = {
             "bootstrap.servers": bootstrap_servers,
@@ -304,7 +307,8 @@ class KafkaAdmin:
     def ensure_internal_topic(
         self, name: str, partitions: int = 1, config: Mapping[str, str] | None = None
     ) -> None:
-        """Create internal topic ``name`` (the broker's default replication) unless it exists.
+        """Create internal topic ``name`` (with ``replication_factor``, Kafka Streams'
+        ``replication.factor``) unless it exists.
 
         Raises
         ------
@@ -320,7 +324,7 @@ class KafkaAdmin:
                 NewTopic(
                     name,
                     num_partitions=partitions,
-                    replication_factor=-1,
+                    replication_factor=self.replication_factor,
                     config=dict(config or {}),
                 )
             ],
@@ -334,7 +338,13 @@ class KafkaAdmin:
             raise StreamtableError(
                 f"Could not create the internal topic {name!r}: {e}. Create it yourself "
                 f"({partitions} partition{'' if partitions == 1 else 's'}) or grant the "
-                "application CREATE on topics prefixed by its application.id."
+                "application CREATE on topics prefixed by its application.id"
+                + (
+                    ""
+                    if self.replication_factor == -1
+                    else f"; replication.factor={self.replication_factor} needs that many brokers"
+                )
+                + "."
             ) from None
 
     def delete_records(self, before: Mapping[tuple[str, int], int]) -> None:

@@ -443,7 +443,10 @@ class KafkaStreams:
         """
         cfg = self.config
         admin = KafkaAdmin(
-            cfg.bootstrap_servers, timeout_ms=cfg.request_timeout_ms, config=cfg.admin_config
+            cfg.bootstrap_servers,
+            timeout_ms=cfg.request_timeout_ms,
+            config=cfg.admin_config,
+            replication_factor=cfg.replication_factor,
         )
         try:
             return (admin, *self._check_and_fence_with(admin))
@@ -893,7 +896,10 @@ class KafkaStreams:
             )
         cfg = self.config
         admin = KafkaAdmin(
-            cfg.bootstrap_servers, timeout_ms=cfg.request_timeout_ms, config=cfg.admin_config
+            cfg.bootstrap_servers,
+            timeout_ms=cfg.request_timeout_ms,
+            config=cfg.admin_config,
+            replication_factor=cfg.replication_factor,
         )
         try:
             self._wait_caught_up(admin, timeout)

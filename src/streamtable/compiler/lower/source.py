@@ -13,8 +13,11 @@ from streamtable.runtime.kafka_source_options import kafka_source_options
 from streamtable.runtime.starting_offsets import spark_starting_offsets
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pyspark.sql import DataFrame
 
+    from streamtable.config import StreamsConfig
     from streamtable.serde import Serde
     from streamtable.topology.nodes import SourceNode
 
@@ -52,21 +55,42 @@ def lower_source(ctx: CompileContext, node: SourceNode, *, rate_limited: bool = 
     ctx.query_sources.setdefault(ctx.query, []).append(tuple(node.topics))
     if ctx.source_factory is not None:  # in-memory topics (TopologyTestDriver)
         return _frame(ctx.source_factory(node), node, key_serde, value_serde)
-    reader = (
-        ctx.spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", cfg.bootstrap_servers)
-        .option("subscribe", ",".join(node.topics))
-        .option("startingOffsets", _starting_offsets(ctx, node))
-        .option("includeHeaders", "false")
-    )
-    if cfg.processing_guarantee == "exactly_once_v2":
-        # as Kafka Streams under EOS: skip aborted and not yet committed transactional records
-        reader = reader.option("kafka.isolation.level", "read_committed")
-    if cfg.max_offsets_per_trigger is not None and rate_limited:
-        reader = reader.option("maxOffsetsPerTrigger", str(cfg.max_offsets_per_trigger))
-    for k, v in kafka_source_options(cfg.consumer_config).items():
+    reader = ctx.spark.readStream.format("kafka")
+    options = source_options(cfg, node.topics, _starting_offsets(ctx, node), rate_limited)
+    for k, v in options.items():
         reader = reader.option(k, v)
     return _frame(reader.load(), node, key_serde, value_serde)
+
+
+def source_options(
+    cfg: StreamsConfig, topics: Sequence[str], starting_offsets: str, rate_limited: bool = True
+) -> dict[str, str]:
+    """The options of Spark's Kafka source reading ``topics``.
+
+    Under ``exactly_once_v2`` the consumer reads ``read_committed`` whatever
+    ``consumer.isolation.level`` says, as Kafka Streams drops that setting
+    (``StreamsConfig``'s ``NON_CONFIGURABLE_CONSUMER_EOS_CONFIGS``): aborted and not yet
+    committed transactional records are skipped.
+
+    >>> from streamtable.config import StreamsConfig
+    >>> cfg = StreamsConfig.from_mapping({"application.id": "a", "bootstrap.servers": "b:9092",
+    ...     "processing.guarantee": "exactly_once_v2",
+    ...     "consumer.isolation.level": "read_uncommitted"})
+    >>> source_options(cfg, ["t"], "earliest")["kafka.isolation.level"]
+    'read_committed'
+    """
+    options = {
+        "kafka.bootstrap.servers": cfg.bootstrap_servers,
+        "subscribe": ",".join(topics),
+        "startingOffsets": starting_offsets,
+        "includeHeaders": "false",
+    }
+    if cfg.max_offsets_per_trigger is not None and rate_limited:
+        options["maxOffsetsPerTrigger"] = str(cfg.max_offsets_per_trigger)
+    options.update(kafka_source_options(cfg.consumer_config))
+    if cfg.processing_guarantee == "exactly_once_v2":
+        options["kafka.isolation.level"] = "read_committed"
+    return options
 
 
 def _frame(raw: DataFrame, node: SourceNode, key_serde: Serde, value_serde: Serde) -> Frame:
