@@ -61,44 +61,6 @@ def test_count_emits_every_update_and_store_is_readable(spark):
         assert store.get("b") == 2
 
 
-def test_a_filtered_aggregation_or_named_table_sends_no_tombstone_for_rows_that_never_passed(
-    spark,
-):
-    """``KTableFilter`` gets old values from an aggregation and a materialized table, and
-    then forwards a tombstone only for a row whose old value passed: the classic
-    ``count().filter(n >= 3)`` alert sees ("a", 3) alone, not ("a", None) twice before it.
-    An unnamed source table sends no old values, and every failing row is a tombstone.
-    """
-    b = StreamsBuilder()
-    (
-        b.stream("words", key_serde=S, value_serde=S)
-        .group_by(lambda k, v: v, key_serde=S)
-        .count()
-        .filter(lambda word, n: n >= 3)
-        .to_stream()
-        .to("frequent", key_serde=S, value_serde=L)
-    )
-    named = b.table("prices", key_serde=S, value_serde=L, name="Prices")
-    named.filter(lambda k, p: p > 10).to_stream().to("dear", key_serde=S, value_serde=L)
-    unnamed = b.table("sizes", key_serde=S, value_serde=L)
-    unnamed.filter(lambda k, n: n > 10).to_stream().to("big", key_serde=S, value_serde=L)
-    with TopologyTestDriver(b.build()) as driver:
-        words = driver.create_input_topic("words", S, S)
-        frequent = driver.create_output_topic("frequent", S, L)
-        words.pipe_value_list(["a", "b", "a", "a", "b"])
-        assert frequent.read_key_values_to_list() == [("a", 3)]
-        prices = driver.create_input_topic("prices", S, L)
-        dear = driver.create_output_topic("dear", S, L)
-        for key, price in [("x", 5), ("y", 20), ("y", 7), ("x", 6), ("y", 3)]:
-            prices.pipe_input(key, price)
-        # y passed, then stopped passing: one tombstone; x never passed: nothing
-        assert dear.read_key_values_to_list() == [("y", 20), ("y", None)]
-        sizes = driver.create_input_topic("sizes", S, L)
-        big = driver.create_output_topic("big", S, L)
-        sizes.pipe_input("s", 1)
-        assert big.read_key_values_to_list() == [("s", None)]
-
-
 def test_unknown_topics_and_stores_are_named(spark):
     b = StreamsBuilder()
     (

@@ -39,10 +39,8 @@ from streamtable.compiler.lower.sink import native_long_ok, sink_codecs, sink_fr
 from streamtable.compiler.lower.source import lower_source
 from streamtable.compiler.lower.suppress import lower_suppress
 from streamtable.compiler.lower.table import (
-    filters_old_values,
     lower_table_aggregate,
     lower_table_changes,
-    lower_table_op_from_changes,
     lower_table_op_upserts,
     lower_table_upserts,
 )
@@ -156,8 +154,6 @@ class Lowerer:
         if isinstance(node, TableSourceNode):
             return lower_table_upserts(self.ctx, node)
         if isinstance(node, TableOpNode):
-            if filters_old_values(self, node):  # a never-passing row gives no tombstone
-                return lower_table_op_from_changes(self, name)
             return lower_table_op_upserts(self.ctx, node, self.lower(node.parents[0]))
         if isinstance(node, TableAggregateNode):
             return lower_table_aggregate(self, node)

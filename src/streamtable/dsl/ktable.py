@@ -88,10 +88,7 @@ class KTable:
 
         A row that stops passing the predicate is forwarded as a tombstone, so downstream
         tables delete it (Kafka Streams' ``KTableFilter``). The predicate is never called
-        for tombstones, which are forwarded as they are. As in Kafka Streams, where the
-        filter gets old values — the table is an unwindowed aggregation, a table-table join
-        or a named ``StreamsBuilder.table`` — a row that never passed gives no tombstone;
-        otherwise (an unnamed table, a windowed aggregation) every failing row does.
+        for tombstones, which are forwarded as they are.
 
         Examples
         --------

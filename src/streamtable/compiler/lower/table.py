@@ -35,9 +35,6 @@ from streamtable.compiler.paged.table_kernels import TableAggregateKernel, Table
 from streamtable.compiler.record_stage import StageOp
 from streamtable.errors import TopologyError
 from streamtable.topology.nodes import (
-    AggregateNode,
-    JoinKind,
-    JoinNode,
     Node,
     RecordOpKind,
     RepartitionNode,
@@ -95,44 +92,6 @@ def lower_table_op_upserts(ctx: CompileContext, node: TableOpNode, parent: Frame
         )
     op = StageOp(RecordOpKind.MAP, _UpsertTableOp(node.kind, node.fn), node.name)
     return run_stage(ctx, parent, (op,), want_key=parent.key_codec)
-
-
-def filters_old_values(lowerer: Lowerer, node: TableOpNode) -> bool:
-    """Whether Kafka Streams' ``KTableFilter`` in this chain of table operations sees old
-    values: then a row that fails the predicate gives a tombstone only if its old value
-    passed, and a row that never passed gives nothing.
-
-    ``KTableFilter`` asks its parent for old values (``enableSendingOldValues(false)``),
-    which an aggregation and a table-table join always send and a table read from a topic
-    sends when it is materialized (named). Windowed aggregations are left out here: their
-    results would have to be materialized for good (streamtable's window kernels do not emit
-    old values), so a filter of them still turns every failing update into a tombstone.
-    """
-    chain = [node]
-    while True:
-        parent = lowerer.nodes[chain[-1].parents[0]]
-        if isinstance(parent, TableOpNode) and parent.kind is not TableOpKind.GROUP_BY:
-            chain.append(parent)
-        else:
-            break
-    if not any(n.kind is TableOpKind.FILTER for n in chain):
-        return False
-    if isinstance(parent, TableSourceNode):
-        return parent.queryable and not parent.is_global
-    if isinstance(parent, AggregateNode):
-        return parent.windows is None
-    if isinstance(parent, JoinNode):
-        return parent.kind in (JoinKind.TABLE_TABLE, JoinKind.TABLE_TABLE_FK)
-    return isinstance(parent, TableAggregateNode)
-
-
-def lower_table_op_from_changes(lowerer: Lowerer, name: str) -> Frame:
-    """Table operation ``name`` as upserts taken from its changes (see
-    :func:`filters_old_values`): a change whose new and old values both fail (or are absent)
-    is not forwarded, the others as upserts of their new value.
-    """
-    changes = lower_table_changes(lowerer, name)
-    return changes.with_(df=frame_columns_only(changes.df))
 
 
 def lower_table_changes(lowerer: Lowerer, name: str) -> Frame:
