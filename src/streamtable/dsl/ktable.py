@@ -88,7 +88,11 @@ class KTable:
 
         A row that stops passing the predicate is forwarded as a tombstone, so downstream
         tables delete it (Kafka Streams' ``KTableFilter``). The predicate is never called
-        for tombstones, which are forwarded as they are.
+        for tombstones, which are forwarded as they are. Every failing update gives a
+        tombstone, also for a row that never passed: Kafka Streams sends none for such a row
+        where the filter gets old values (the table is an aggregation or a named table), so
+        ``count().filter(lambda k, n: n >= 3).to_stream()`` gives ``(k, None)`` for the
+        counts below 3 here; a consumer of it must accept ``None`` values.
 
         Examples
         --------
