@@ -313,6 +313,22 @@ def test_a_table_update_older_than_the_history_retention_is_not_applied():
     assert k.drops == {"expired": 1}
 
 
+def test_a_table_partition_behind_another_expires_nothing_kafka_streams_keeps():
+    """Kafka Streams' versioned store has a table time per task (partition): an update of a
+    partition whose records lag another's by more than the retention is applied, not
+    dropped as expired because a page mixes keys of both partitions.
+    """
+    k = StreamTableJoinKernel("J", "inner", lambda s, t: f"{s}+{t}", P, P, history_ms=500)
+
+    def at(ts, side, value, key, partition):
+        return Rec(ts, "t", partition, ts, 0, side, key, pickle.dumps(value))
+
+    first = [at(1000, 1, "a1", b"a", 0)]
+    later = [at(100, 1, "b1", b"b", 1), at(150, 0, "click", b"b", 1)]
+    assert batches(k, [first, later]) == ["click+b1"]
+    assert k.drops == {}
+
+
 def test_joiner_errors_name_the_operator_and_record():
     k = StreamTableJoinKernel("KSTREAM-JOIN-0000000003", "left", lambda s, t: 1 / 0, P, P, None)
     with pytest.raises(

@@ -77,15 +77,19 @@ class StreamTableJoinKernel:
     topics' records were read within the batch. Inner joins emit only on a match; left joins
     emit ``joiner(value, None)`` otherwise. Output: the stream record's key and timestamp.
 
-    Versions older than ``history_ms`` before the largest table timestamp seen are pruned,
-    except the latest of them (it is still valid at the cutoff). As in Kafka Streams'
-    ``RocksDBVersionedStore`` (whose grace period is its history retention), a table update
-    older than the table time minus ``history_ms`` is not applied (dropped, counted as
-    ``expired``), and a lookup older than that finds only the key's latest version (if it is
-    not newer than the stream record), else nothing. Kafka Streams judges both by the table
-    time of the moment; here it is the table time earlier micro-batches reached (and, for an
-    update, the key's updates before it), so that the result does not depend on the order in
-    which a page's keys run: a micro-batch expires nothing Kafka Streams would keep.
+    The table time is the largest table timestamp seen, per table partition (Kafka Streams'
+    ``RocksDBVersionedStore.observedStreamTime`` belongs to one task). As in that store
+    (whose grace period is its history retention), a table update older than its
+    partition's table time minus ``history_ms`` is not applied (dropped, counted as
+    ``expired``), and a lookup older than the table time minus ``history_ms`` finds only the
+    key's latest version (if it is not newer than the stream record), else nothing. Kafka
+    Streams judges both by the table time of the moment; here it is the table time earlier
+    micro-batches reached (and, for an update, the key's updates before it), and for a lookup
+    the smallest of the partitions' (a page holds keys of every partition), so that the
+    result depends neither on the order in which a page's keys run nor on how far apart the
+    partitions are: a micro-batch expires nothing Kafka Streams would keep. Versions older
+    than that smallest table time minus ``history_ms`` are pruned, except the latest of them
+    (it is still valid at the cutoff).
 
     >>> from streamtable.compiler.codecs import PickleCodec
     >>> k = StreamTableJoinKernel("J", "inner", lambda s, t: f"{s}+{t}", PickleCodec(),
@@ -123,26 +127,27 @@ class StreamTableJoinKernel:
         if not self.as_of:
             return self._latest(records, entry)
         versions: list[tuple[int, bytes | None]] = list(entry) if entry else []
-        table_time = meta.get("table_time")
-        # the table time earlier micro-batches reached (after_batch sets it; a page saved
-        # before it did has only table_time, not yet moved by this batch at its first key)
-        before = meta.setdefault("batch_table_time", table_time)
-        expiry = None if self.history_ms is None or before is None else before - self.history_ms
-        key_time = before
+        history = self.history_ms
+        # table partition -> its table time; the times earlier micro-batches reached (a
+        # page's first key of the batch takes them before any update moves them; after that,
+        # after_batch keeps them). A page saved by an older version starts without.
+        times: dict[int, int] = meta.setdefault("table_times", {})
+        before: dict[int, int] = meta.setdefault("batch_table_times", dict(times))
+        key_times: dict[int, int] = {}
         for rec in sorted((r for r in records if r.side == TABLE), key=source_order):
-            if self.history_ms is not None and key_time is not None:
-                if rec.ts < key_time - self.history_ms:
-                    self.drops["expired"] = self.drops.get("expired", 0) + 1
-                    continue
-            key_time = rec.ts if key_time is None else max(key_time, rec.ts)
+            p = rec.partition
+            floor = key_times.get(p, before.get(p))
+            if history is not None and floor is not None and rec.ts < floor - history:
+                self.drops["expired"] = self.drops.get("expired", 0) + 1
+                continue
+            key_times[p] = rec.ts if floor is None else max(floor, rec.ts)
+            times[p] = max(times.get(p, rec.ts), rec.ts)
             i = bisect.bisect_left(versions, rec.ts, key=lambda v: v[0])
             if i < len(versions) and versions[i][0] == rec.ts:
                 versions[i] = (rec.ts, rec.value)
             else:
                 versions.insert(i, (rec.ts, rec.value))
-            table_time = rec.ts if table_time is None else max(table_time, rec.ts)
-        if table_time is not None:
-            meta["table_time"] = table_time
+        expiry = None if history is None or not before else min(before.values()) - history
         outs = []
         for rec in records:
             if rec.side != STREAM:
@@ -156,15 +161,15 @@ class StreamTableJoinKernel:
             if found is None and self.join_type == "inner":
                 continue
             outs.append(_joined(self, rec, rec.value, found))
-        versions = self._prune(versions, table_time)
+        versions = self._prune(versions, min(times.values()) if times else None)
         return (versions or None), outs
 
     def after_batch(
         self, entries: dict[bytes, Any], meta: dict[str, Any], watermark: int
     ) -> list[Out]:
-        """Keep the table time this micro-batch reached for the next one's expiry rules."""
-        if "table_time" in meta:
-            meta["batch_table_time"] = meta["table_time"]
+        """Keep the table times this micro-batch reached for the next one's expiry rules."""
+        if "table_times" in meta:
+            meta["batch_table_times"] = dict(meta["table_times"])
         return []
 
     def _latest(self, records: list[Rec], entry: Any) -> tuple[Any, list[Out]]:
