@@ -14,12 +14,13 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def duration_ms(d: timedelta) -> int:
-    """Whole milliseconds of ``d``, rounded down (``Duration.toMillis``).
+    """Whole milliseconds of ``d``, truncated toward zero (``Duration.toMillis``, JDK 11+).
 
-    >>> duration_ms(timedelta(milliseconds=1001)), duration_ms(timedelta(microseconds=-1))
+    >>> duration_ms(timedelta(milliseconds=1001)), duration_ms(timedelta(microseconds=-1500))
     (1001, -1)
     """
-    return d // _MS
+    whole = abs(d) // _MS
+    return whole if d >= timedelta(0) else -whole
 
 
 def epoch_ms(t: datetime) -> int:

@@ -151,6 +151,10 @@ def test_a_store_view_stops_answering_once_the_application_leaves_running():
         r"Kafka Streams' stores stop answering too",
     ):
         store.get("alice")
+    with pytest.raises(InvalidStateStoreException, match="PENDING_SHUTDOWN"):
+        store.position()
+    with pytest.raises(InvalidStateStoreException, match="PENDING_SHUTDOWN"):
+        store.wait_for(PositionBound.at(Position.empty()), timedelta(seconds=30))
 
 
 def test_no_position_moves_and_no_wait_ends_before_the_store_is_restored():
@@ -356,7 +360,7 @@ def test_session_store_fetch_and_find_sessions_follow_kafka_streams():
     assert store.fetch("u", "v")[-1] == (Windowed("v", 10, 10), 1)
     # ReadOnlySessionStore.fetch(keyFrom, keyTo): a null bound is open, not "keyFrom only"
     everything = [(Windowed(k, st, en), n) for k, st, en, n in sessions]
-    assert store.fetch("u", None) == everything
+    assert store.fetch("u", None) == everything == store.fetch("u", key_to=None)
     assert store.fetch(None, "u") == everything[:2]
     assert store.backward_fetch(None, None) == everything[::-1]
     with pytest.raises(ValueError, match=r"fetch\(key\): the key must not be None"):

@@ -172,11 +172,7 @@ class StoreReplica:
             If the replica stopped reading.
         """
         with self._cond:
-            if self._refused is not None:
-                raise InvalidStateStoreException(
-                    f"Cannot query store {store!r}: {self._refused}. Kafka Streams' stores "
-                    "stop answering too; query the stores of a running application."
-                )
+            self._raise_if_refused(store)
             self._raise_if_failed()
             if store in self._state.restoring:
                 raise InvalidStateStoreException(self._restoring_message(store))
@@ -198,6 +194,7 @@ class StoreReplica:
             If the replica stopped reading.
         """
         with self._cond:
+            self._raise_if_refused(store)
             self._raise_if_failed()
             return dict(self._state.positions.get(self.changelogs[store].query, {}))
 
@@ -232,6 +229,7 @@ class StoreReplica:
         deadline = time.monotonic() + timeout_s
         with self._cond:
             while True:
+                self._raise_if_refused(store)
                 self._raise_if_failed()
                 pos = self._state.positions.get(self.changelogs[store].query, {})
                 behind = {tp: o for tp, o in bound.items() if pos.get(tp, -1) < o}
@@ -251,6 +249,13 @@ class StoreReplica:
                         "is RUNNING."
                     )
                 self._cond.wait(min(left, 0.5))
+
+    def _raise_if_refused(self, store: str) -> None:
+        if self._refused is not None:
+            raise InvalidStateStoreException(
+                f"Cannot query store {store!r}: {self._refused}. Kafka Streams' stores stop "
+                "answering too; query the stores of a running application."
+            )
 
     def _raise_if_failed(self) -> None:
         if self._error is not None:

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 __all__ = ["ReadOnlySessionStore", "ReadOnlyWindowStore"]
 
 _TS = struct.Struct(">q")
+#: ``key_to`` not given: a session store's ``fetch(key)`` of one key
+_ONE_KEY: Any = object()
 _SEQ0 = b"\x00\x00\x00\x00"
 _MIN_TS, _MAX_TS = 0, (1 << 63) - 1
 
@@ -144,7 +146,7 @@ class ReadOnlySessionStore(ReplicaView):
         super().__init__(info, replica)
         self.retention_ms = info.retention_ms
 
-    def fetch(self, key: Any, *key_to: Any) -> list[tuple[Windowed, Any]]:
+    def fetch(self, key: Any, key_to: Any = _ONE_KEY) -> list[tuple[Windowed, Any]]:
         """``fetch(key)``: every session of ``key``; ``fetch(key_from, key_to)``: every
         session of the keys in ``[key_from, key_to]``, where a ``None`` bound is open (Kafka
         Streams' ``fetch(keyFrom, keyTo)``: "a null value indicates that the range starts
@@ -153,7 +155,7 @@ class ReadOnlySessionStore(ReplicaView):
         lo, hi = _key_range("fetch", key, key_to)
         return self._sessions(lo, hi, _MIN_TS, _MAX_TS, reverse=False)
 
-    def backward_fetch(self, key: Any, *key_to: Any) -> list[tuple[Windowed, Any]]:
+    def backward_fetch(self, key: Any, key_to: Any = _ONE_KEY) -> list[tuple[Windowed, Any]]:
         """:meth:`fetch` in descending order."""
         lo, hi = _key_range("backward_fetch", key, key_to)
         return self._sessions(lo, hi, _MIN_TS, _MAX_TS, reverse=True)
@@ -203,19 +205,17 @@ class ReadOnlySessionStore(ReplicaView):
         return [(Windowed(k, r[2], r[1]), v) for k, r, v in zip(keys, rows, values, strict=True)]
 
 
-def _key_range(method: str, key: Any, key_to: tuple[Any, ...]) -> tuple[Any, Any]:
+def _key_range(method: str, key: Any, key_to: Any) -> tuple[Any, Any]:
     """The key bounds of a session store's ``fetch(key)`` or ``fetch(key_from, key_to)``.
 
-    >>> _key_range("fetch", "a", ()), _key_range("fetch", "a", (None,))
+    >>> _key_range("fetch", "a", _ONE_KEY), _key_range("fetch", "a", None)
     (('a', 'a'), ('a', None))
     """
-    if len(key_to) > 1:
-        raise TypeError(f"{method} takes (key) or (key_from, key_to)")
-    if not key_to:
+    if key_to is _ONE_KEY:
         if key is None:
             raise ValueError(f"{method}(key): the key must not be None (Kafka Streams refuses it)")
         return key, key
-    return key, key_to[0]
+    return key, key_to
 
 
 def _cutoff(view: Any) -> int | None:
