@@ -439,12 +439,48 @@ _UNSUPPORTED = {
         "happens to records with invalid timestamps with 'streamtable.invalid.timestamp.policy' "
         "('skip' | 'fail')."
     ),
+    "topology.optimization": (
+        "streamtable compiles every topology one way and has no optimizations to switch "
+        "(repartitions within a query are Spark shuffles already); drop the key."
+    ),
+    "cache.max.bytes.buffering": (
+        "It is Kafka Streams' deprecated name of 'statestore.cache.max.bytes', which "
+        "streamtable accepts (and does not use: updates coalesce per key and micro-batch)."
+    ),
+    "security.protocol": (
+        "Give it to each Kafka client streamtable runs: 'consumer.security.protocol', "
+        "'producer.security.protocol' and 'admin.security.protocol' (with the matching "
+        "sasl./ssl. keys under the same prefixes)."
+    ),
+}
+
+#: Kafka Streams' other client prefixes, and the prefix streamtable takes for them.
+_OTHER_CLIENT_PREFIXES = {
+    "main.consumer.": "consumer.",
+    "restore.consumer.": "consumer.",
+    "global.consumer.": "consumer.",
+}
+
+#: Consumer settings Spark's Kafka source refuses (it manages offsets itself), and the key
+#: that does the same here.
+_SOURCE_REFUSED = {
+    "auto.offset.reset": "Use 'auto.offset.reset' without the prefix (Kafka Streams' key).",
+    "enable.auto.commit": (
+        "streamtable commits the processed offsets to the consumer group itself after each "
+        "micro-batch, as Kafka Streams does; drop the key."
+    ),
 }
 
 
 def _unknown_key(key: str) -> ConfigError:
     if key in _UNSUPPORTED:
         return ConfigError(f"Config {key!r} is not supported. {_UNSUPPORTED[key]}")
+    for other, ours in _OTHER_CLIENT_PREFIXES.items():
+        if key.startswith(other):
+            return ConfigError(
+                f"Config {key!r} is not supported: streamtable has one consumer prefix, "
+                f"{ours!r}, for all the consumers it runs; use {ours + key[len(other):]!r}."
+            )
     close = difflib.get_close_matches(key, KNOWN_KEYS, n=1, cutoff=0.6)
     hint = f" Did you mean {close[0]!r}?" if close else ""
     return ConfigError(
@@ -724,6 +760,11 @@ class StreamsConfig:
                 if not sub:
                     raise ConfigError(
                         f"Config {key!r} has an empty client config name after the prefix"
+                    )
+                if prefix == "consumer." and sub in _SOURCE_REFUSED:
+                    raise ConfigError(
+                        f"Config {key!r} is not taken: Spark's Kafka source manages its "
+                        f"offsets itself and refuses it. {_SOURCE_REFUSED[sub]}"
                     )
                 if prefix == "consumer." and sub in _SOURCE_TIMEOUTS and raw is not None:
                     raw = _int(key, raw, minimum=1)  # streamtable derives Spark options from it

@@ -294,3 +294,23 @@ def test_not_a_mapping():
 def test_config_error_is_value_error():
     with pytest.raises(ValueError):
         StreamsConfig.from_mapping({})
+
+
+@pytest.mark.parametrize(
+    "key, message",
+    [
+        ("consumer.auto.offset.reset", r"Spark's Kafka source .* Use 'auto.offset.reset'"),
+        ("consumer.enable.auto.commit", r"commits the processed offsets .* itself"),
+        ("main.consumer.max.poll.records", r"use 'consumer.max.poll.records'"),
+        ("restore.consumer.fetch.min.bytes", r"use 'consumer.fetch.min.bytes'"),
+        ("topology.optimization", r"no optimizations to switch"),
+        ("cache.max.bytes.buffering", r"deprecated name of 'statestore.cache.max.bytes'"),
+        ("security.protocol", r"'consumer.security.protocol', 'producer.security.protocol'"),
+    ],
+)
+def test_kafka_streams_keys_streamtable_takes_otherwise_say_what_to_use(key, message):
+    """A properties file carried over from Kafka Streams fails on these keys with the key to
+    use instead (they used to get the generic unknown-key message, or a raw Spark error).
+    """
+    with pytest.raises(ConfigError, match=message):
+        StreamsConfig.from_mapping({"application.id": "a", "bootstrap.servers": "b:9092", key: "x"})
