@@ -590,6 +590,42 @@ def _app_options(fn: Any) -> Any:
 DEFAULT_QUERY_ADDRESS = "127.0.0.1:8080"
 
 
+def _check_no_config_for(
+    locator: str, app: Any, application_server: str | None, given: dict[str, Any]
+) -> None:
+    """A ``KafkaStreams`` locator carries its own config: refuse the options that would be
+    ignored, and ``serve`` of an app without ``application.server`` (nothing to serve).
+
+    Raises
+    ------
+    click.UsageError
+        Naming the ignored options, or the missing ``application.server``.
+    """
+    ignored = [
+        flag
+        for flag, name in (
+            ("--application-id", "application_id"),
+            ("--bootstrap-servers", "bootstrap_servers"),
+            ("--state-dir", "state_dir"),
+            ("--query-token", "query_token"),
+            ("--log-level", "log_level"),
+        )
+        if given.get(name) is not None
+    ] + (["-c"] if given.get("configs") else [])
+    if ignored:
+        raise click.UsageError(
+            f"{locator} is a KafkaStreams object, which carries its own config: "
+            f"{', '.join(ignored)} would be ignored. Set them in its config, or give a "
+            "Topology locator (e.g. myapp:topology) to configure it here."
+        )
+    if application_server is not None and app.config.application_server is None:
+        raise click.UsageError(
+            f"{locator} is a KafkaStreams object without application.server in its config, "
+            "so nothing would serve its stores; set application.server there, or give a "
+            "Topology locator (e.g. myapp:topology)."
+        )
+
+
 @cli.command("serve")
 @_app_options
 def serve_cmd(
@@ -695,6 +731,7 @@ def run_cmd(
     try:
         obj = load_object(locator)
         if isinstance(obj, KafkaStreams):
+            _check_no_config_for(locator, obj, application_server, locals())
             app = obj
         else:
             config: dict[str, object] = dict(_config_pairs(configs))

@@ -479,7 +479,7 @@ def _unknown_key(key: str) -> ConfigError:
         if key.startswith(other):
             return ConfigError(
                 f"Config {key!r} is not supported: streamtable has one consumer prefix, "
-                f"{ours!r}, for all the consumers it runs; use {ours + key[len(other):]!r}."
+                f"{ours!r}, for all the consumers it runs; use {ours + key[len(other) :]!r}."
             )
     close = difflib.get_close_matches(key, KNOWN_KEYS, n=1, cutoff=0.6)
     hint = f" Did you mean {close[0]!r}?" if close else ""

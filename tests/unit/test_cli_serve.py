@@ -36,3 +36,26 @@ def test_serve_keeps_an_address_given_by_option_or_config(captured):
     assert captured[0][4] == "0.0.0.0:9000" and captured[0][5] == "x"
     assert captured[1][4] is None  # left to the -c pair
     assert captured[1][6] == ("application.server=127.0.0.1:7000",)
+
+
+def test_a_kafka_streams_locator_refuses_options_it_would_ignore(tmp_path, monkeypatch):
+    """A KafkaStreams object carries its own config: options given next to it, and serve of
+    one without application.server, used to be ignored silently (serve served nothing).
+    """
+    (tmp_path / "kapp.py").write_text(
+        "from streamtable import KafkaStreams, StreamsBuilder\n"
+        "b = StreamsBuilder()\n"
+        "b.stream('in').to('out')\n"
+        "streams = KafkaStreams(b.build(), {'application.id': 'a', 'bootstrap.servers': "
+        "'127.0.0.1:1', 'default.key.serde': 'String', 'default.value.serde': 'String'})\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    run = CliRunner().invoke(
+        cli_module.cli, ["run", "kapp:streams", "--state-dir", "x", "-c", "a=b"]
+    )
+    assert run.exit_code == 2
+    assert "kapp:streams is a KafkaStreams object" in run.output
+    assert "--state-dir, -c would be ignored" in run.output
+    served = serve("kapp:streams")
+    assert served.exit_code == 2
+    assert "without application.server in its config" in served.output
