@@ -327,6 +327,11 @@ def test_a_table_partition_behind_another_expires_nothing_kafka_streams_keeps():
     later = [at(100, 1, "b1", b"b", 1), at(150, 0, "click", b"b", 1)]
     assert batches(k, [first, later]) == ["click+b1"]
     assert k.drops == {}
+    # a lookup in a micro-batch that brings the key's partition's first updates: the other
+    # partition's time does not expire it (b0 at 100 is the version valid at 110, b2 newer)
+    k = StreamTableJoinKernel("J", "left", lambda s, t: f"{s}+{t}", P, P, history_ms=500)
+    later = [at(100, 1, "b0", b"b", 1), at(120, 1, "b2", b"b", 1), at(110, 0, "click", b"b", 1)]
+    assert batches(k, [first, later]) == ["click+b0"]
 
 
 def test_joiner_errors_name_the_operator_and_record():

@@ -90,9 +90,9 @@ class KTable:
         tables delete it (Kafka Streams' ``KTableFilter``). The predicate is never called
         for tombstones, which are forwarded as they are. Every failing update gives a
         tombstone, also for a row that never passed: Kafka Streams sends none for such a row
-        where the filter gets old values (the table is an aggregation or a named table), so
-        ``count().filter(lambda k, n: n >= 3).to_stream()`` gives ``(k, None)`` for the
-        counts below 3 here; a consumer of it must accept ``None`` values.
+        where the filter gets old values (the table is an aggregation, a table-table join or
+        a named table), so ``count().filter(lambda k, n: n >= 3).to_stream()`` gives
+        ``(k, None)`` for the counts below 3 here; a consumer of it must accept ``None``.
 
         Examples
         --------

@@ -20,6 +20,7 @@ from streamtable.config import StreamsConfig, is_loopback, split_host_port
 from streamtable.errors import (
     ConfigError,
     IllegalStateError,
+    InvalidStateStoreException,
     StreamsError,
     StreamsTimeoutError,
     TopologyError,
@@ -973,6 +974,13 @@ class KafkaStreams:
             bound = {tp: off - 1 for tp, off in end_offsets(progress).items() if off > 0}
             try:
                 self._replica.wait_for(store, bound, max(deadline - time.monotonic(), 0.0))
+            except InvalidStateStoreException:
+                # the application left RUNNING meanwhile: its failure, or that it was closed
+                self._raise_if_failed()
+                raise IllegalStateError(
+                    f"await_caught_up(): the application is {self._state.value} now, not "
+                    "RUNNING (it was closed while waiting)."
+                ) from None
             except StreamsError as e:
                 if time.monotonic() < deadline:
                     raise  # the replica failed: its own message says how

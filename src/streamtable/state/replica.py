@@ -68,10 +68,11 @@ class _State:
     #: store -> its changelog (topic, partition) -> end offset at start, until read up to it;
     #: None until those ends are known
     restoring: dict[str, dict[tuple[str, int], int] | None] = field(default_factory=dict)
-    #: window store -> the largest window start written, session store -> the largest session
-    #: end: Kafka Streams' observed stream time of a segmented store, which its retention
-    #: is measured against (deletes count too, as in ``AbstractRocksDBSegmentedBytesStore``)
-    observed: dict[str, int] = field(default_factory=dict)
+    #: window store -> changelog partition -> the largest window start written (session
+    #: store: the largest session end): Kafka Streams' observed stream time of a segmented
+    #: store, one per task, which its retention is measured against (deletes count too, as in
+    #: ``AbstractRocksDBSegmentedBytesStore``)
+    observed: dict[str, dict[int, int]] = field(default_factory=dict)
 
 
 class StoreReplica:
@@ -179,11 +180,15 @@ class StoreReplica:
             return fn(self._state.stores[store]), self.position(store)
 
     def observed_time(self, store: str) -> int | None:
-        """A window store's largest window start, a session store's largest session end,
-        written so far (``None``: nothing yet, or a key-value store).
+        """A window store's largest window start (a session store's largest session end)
+        written so far to any of its changelog partitions, the smallest over the partitions:
+        Kafka Streams has one per task, and the replica does not know which task a key's
+        windows belong to, so a query judges retention by the task furthest behind and hides
+        nothing Kafka Streams returns. ``None``: nothing yet, or a key-value store.
         """
         with self._cond:
-            return self._state.observed.get(store)
+            times = self._state.observed.get(store)
+            return min(times.values()) if times else None
 
     def position(self, store: str) -> Offsets:
         """The store's position (empty while it is restoring).
@@ -306,8 +311,9 @@ class StoreReplica:
                 store = st.stores[name]
                 key, value = m.key(), m.value()
                 at = _segment_time(self.changelogs[name].kind, key)
-                if at is not None and at > st.observed.get(name, at - 1):
-                    st.observed[name] = at
+                if at is not None:
+                    times = st.observed.setdefault(name, {})
+                    times[m.partition()] = max(times.get(m.partition(), at), at)
                 if value is None:
                     store.pop(key, None)
                 else:

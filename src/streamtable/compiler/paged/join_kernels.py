@@ -84,12 +84,13 @@ class StreamTableJoinKernel:
     ``expired``), and a lookup older than the table time minus ``history_ms`` finds only the
     key's latest version (if it is not newer than the stream record), else nothing. Kafka
     Streams judges both by the table time of the moment; here it is the table time earlier
-    micro-batches reached (and, for an update, the key's updates before it), and for a lookup
-    the smallest of the partitions' (a page holds keys of every partition), so that the
-    result depends neither on the order in which a page's keys run nor on how far apart the
-    partitions are: a micro-batch expires nothing Kafka Streams would keep. Versions older
-    than that smallest table time minus ``history_ms`` are pruned, except the latest of them
-    (it is still valid at the cutoff).
+    micro-batches reached (and, for an update, the key's updates before it), so that the
+    result does not depend on the order in which a page's keys run. A lookup takes the time of
+    the key's partition when the micro-batch updates the key, else the smallest of the
+    partitions' (a page holds keys of every partition): a micro-batch expires nothing Kafka
+    Streams would keep. When a key is updated, its versions older than its partition's table
+    time minus ``history_ms`` are pruned, except the latest of them (it is still valid at the
+    cutoff).
 
     >>> from streamtable.compiler.codecs import PickleCodec
     >>> k = StreamTableJoinKernel("J", "inner", lambda s, t: f"{s}+{t}", PickleCodec(),
@@ -134,8 +135,9 @@ class StreamTableJoinKernel:
         times: dict[int, int] = meta.setdefault("table_times", {})
         before: dict[int, int] = meta.setdefault("batch_table_times", dict(times))
         key_times: dict[int, int] = {}
+        partition = None  # of the key's table updates in this micro-batch
         for rec in sorted((r for r in records if r.side == TABLE), key=source_order):
-            p = rec.partition
+            p = partition = rec.partition
             floor = key_times.get(p, before.get(p))
             if history is not None and floor is not None and rec.ts < floor - history:
                 self.drops["expired"] = self.drops.get("expired", 0) + 1
@@ -147,7 +149,13 @@ class StreamTableJoinKernel:
                 versions[i] = (rec.ts, rec.value)
             else:
                 versions.insert(i, (rec.ts, rec.value))
-        expiry = None if history is None or not before else min(before.values()) - history
+        # a lookup's table time: that of the key's partition if this batch updates the key
+        # (none yet: nothing expires), else the smallest of the partitions' (the key's own
+        # is one of them), so that no lookup expires what Kafka Streams would find
+        base = (
+            before.get(partition) if partition is not None else min(before.values(), default=None)
+        )
+        expiry = None if history is None or base is None else base - history
         outs = []
         for rec in records:
             if rec.side != STREAM:
@@ -161,7 +169,8 @@ class StreamTableJoinKernel:
             if found is None and self.join_type == "inner":
                 continue
             outs.append(_joined(self, rec, rec.value, found))
-        versions = self._prune(versions, min(times.values()) if times else None)
+        if partition is not None:  # prune when the key is updated, by its partition's time
+            versions = self._prune(versions, times.get(partition))
         return (versions or None), outs
 
     def after_batch(
