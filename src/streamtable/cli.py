@@ -615,8 +615,9 @@ def _check_no_config_for(
     if ignored:
         raise click.UsageError(
             f"{locator} is a KafkaStreams object, which carries its own config: "
-            f"{', '.join(ignored)} would be ignored. Set them in its config, or give a "
-            "Topology locator (e.g. myapp:topology) to configure it here."
+            f"{', '.join(ignored)} would be ignored (given here or by their STREAMTABLE_* "
+            "environment variables). Set them in its config, or give a Topology locator "
+            "(e.g. myapp:topology) to configure it here."
         )
     if application_server is not None and app.config.application_server is None:
         raise click.UsageError(
