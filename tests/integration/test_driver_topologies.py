@@ -90,19 +90,25 @@ def test_user_defined_daily_windows_with_grace_suppression_and_late_records(topo
     assert_stream_equal(late, [TestRecord("p2", "too late", NOV_24 + 12 * HOUR)])
 
 
-def test_stream_table_join_looks_up_the_table_as_of_each_record(topology_driver):
+def clicks_joined_with_users(topology_driver, **table_options):
+    """A driver of clicks joined with the users table: its users, clicks and output topics."""
     b = StreamsBuilder()
-    table = b.table("users", key_serde=S, value_serde=S)
+    table = b.table("users", key_serde=S, value_serde=S, **table_options)
     (
         b.stream("clicks", key_serde=S, value_serde=S)
         .join(table, lambda click, region: f"{click}@{region}")
         .to("enriched", key_serde=S, value_serde=S)
     )
     driver = topology_driver(b.build())
-    users = driver.create_input_topic("users", S, S)
-    clicks = driver.create_input_topic("clicks", S, S)
-    out = driver.create_output_topic("enriched", S, S)
+    return (
+        driver.create_input_topic("users", S, S),
+        driver.create_input_topic("clicks", S, S),
+        driver.create_output_topic("enriched", S, S),
+    )
 
+
+def test_stream_table_join_looks_up_the_table_as_of_each_record(topology_driver):
+    users, clicks, out = clicks_joined_with_users(topology_driver)
     clicks.pipe_input("alice", "home", timestamp=1)  # no table row yet: inner join drops it
     users.pipe_input("alice", "eu", timestamp=2)
     clicks.pipe_input("alice", "cart", timestamp=3)
@@ -116,18 +122,7 @@ def test_a_versioned_table_expires_late_updates_and_old_lookups(topology_driver)
     ``RocksDBVersionedStore``): an update more than 10 ms older than the table time is not
     applied, and a click more than 10 ms older than it finds only alice's latest version.
     """
-    b = StreamsBuilder()
-    table = b.table("users", key_serde=S, value_serde=S, history_retention=10)
-    (
-        b.stream("clicks", key_serde=S, value_serde=S)
-        .join(table, lambda click, region: f"{click}@{region}")
-        .to("enriched", key_serde=S, value_serde=S)
-    )
-    driver = topology_driver(b.build())
-    users = driver.create_input_topic("users", S, S)
-    clicks = driver.create_input_topic("clicks", S, S)
-    out = driver.create_output_topic("enriched", S, S)
-
+    users, clicks, out = clicks_joined_with_users(topology_driver, history_retention=10)
     users.pipe_input("alice", "eu", timestamp=100)
     users.pipe_input("alice", "late", timestamp=50)  # older than 100 - 10: dropped
     clicks.pipe_input("alice", "a", timestamp=95)  # nothing at or before 95
