@@ -61,6 +61,28 @@ def test_count_emits_every_update_and_store_is_readable(spark):
         assert store.get("b") == 2
 
 
+def test_a_repartition_drops_null_keys_unless_a_left_join_downstream_joins_them(spark):
+    """Kafka Streams' repartition filter: a record re-keyed to null is dropped before the
+    repartition topic, except where a join downstream joins such records with None
+    (KIP-962). ``repartition()`` straight to a sink used to pass them on.
+    """
+    b = StreamsBuilder()
+    rekeyed = b.stream("in", key_serde=S, value_serde=S).select_key(
+        lambda k, v: None if v.startswith("x") else v
+    )
+    table = b.table("t", key_serde=S, value_serde=S)
+    rekeyed.repartition(name="r", key_serde=S, value_serde=S).to("plain", key_serde=S)
+    rekeyed.left_join(table, lambda v, t: f"{v}|{t}").to("joined", key_serde=S, value_serde=S)
+    with TopologyTestDriver(b.build()) as driver:
+        inp = driver.create_input_topic("in", S, S)
+        plain = driver.create_output_topic("plain", S, S)
+        joined = driver.create_output_topic("joined", S, S)
+        inp.pipe_input("k1", "a")
+        inp.pipe_input("k2", "xb")
+        assert plain.read_key_values_to_list() == [("a", "a")]
+        assert joined.read_key_values_to_list() == [("a", "a|None"), (None, "xb|None")]
+
+
 def test_unknown_topics_and_stores_are_named(spark):
     b = StreamsBuilder()
     (

@@ -236,3 +236,24 @@ def test_aggregation_reading_a_join_directly_keeps_the_join_upstream_of_the_cut(
     # the join's other consumer still reads the join itself
     (sink,) = [n for n in graph.nodes if isinstance(n, SinkNode) and n.topic == "joined"]
     assert sink.parents == (cut.upstream,)
+
+
+def test_a_repartition_keeps_null_keys_only_for_a_join_that_joins_them():
+    """Kafka Streams' repartition filter drops null-key records unless a join downstream
+    joins them with None (KIP-962: stream-table left, stream-stream left or outer).
+    """
+    from streamtable.compiler.subtopologies import keeps_null_keys
+
+    b = StreamsBuilder()
+    s = b.stream("in", key_serde=S, value_serde=S).select_key(lambda k, v: v)
+    table = b.table("t", key_serde=S, value_serde=S)
+    plain = s.repartition(name="plain")
+    plain.to("out")
+    joined = s.repartition(name="joined")
+    joined.left_join(table, lambda v, t: v).to("out2")
+    inner = s.repartition(name="inner")
+    inner.join(table, lambda v, t: v).to("out3")
+    graph = b.build().graph
+    assert not keeps_null_keys(graph, plain.node_name)
+    assert keeps_null_keys(graph, joined.node_name)
+    assert not keeps_null_keys(graph, inner.node_name)

@@ -50,7 +50,11 @@ from streamtable.compiler.lower.windowed import (
     windowed_key_codec,
 )
 from streamtable.compiler.metrics import count_and_drop
-from streamtable.compiler.subtopologies import cut_topology, repartition_partitions
+from streamtable.compiler.subtopologies import (
+    cut_topology,
+    keeps_null_keys,
+    repartition_partitions,
+)
 from streamtable.errors import TopologyError
 from streamtable.topology.nodes import (
     AggregateNode,
@@ -169,6 +173,15 @@ class Lowerer:
             "please report it (Kafka Streams' topology builder fails likewise on a node it "
             "does not know: 'Unknown definition class')."
         )
+
+    def _reader_keeps_null_keys(self, topic: str) -> bool:
+        """Whether a join downstream of the source reading internal ``topic`` joins null-key
+        records (:func:`keeps_null_keys`); they are then written to the topic (null key:
+        Kafka's producer partitions them round-robin, as Kafka Streams writes them).
+        """
+        graph = self.ctx.graph
+        readers = [n.name for n in graph.of_type(SourceNode) if n.internal and n.topics == (topic,)]
+        return any(keeps_null_keys(graph, r) for r in readers)
 
     def _note_shared_scans(self, node: Node, inputs: list[Frame]) -> None:
         """Note a union of stateless inputs that read one topic each through a scan of their
@@ -311,7 +324,7 @@ class Lowerer:
                 pass  # written natively
             else:
                 frame = convert(self.ctx, frame, key, value)
-        if node.internal:
+        if node.internal and not self._reader_keeps_null_keys(node.topic):
             # Kafka Streams' repartition filter: a record without key has no partition
             df = count_and_drop(self.ctx, frame.df, {"null_key": F.col("key").isNull()})
             frame = frame.with_(df=df)

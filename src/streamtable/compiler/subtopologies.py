@@ -20,8 +20,9 @@ chain, though:
 There, and only there, the compiler cuts as Kafka Streams does: the upstream part becomes its
 own Spark query writing the repartition topic (records keep their timestamps, keys placed by
 murmur2 like Java's default partitioner, null keys dropped and counted as Kafka Streams'
-repartition filter drops them), and the downstream part reads that topic as a source from
-the earliest offset. Every other repartition stays a shuffle.
+repartition filter drops them, unless a join downstream joins them: :func:`keeps_null_keys`),
+and the downstream part reads that topic as a source from the earliest offset. Every other
+repartition stays a shuffle.
 
 The cut is made on the graph (:func:`cut_topology`): the repartition node is replaced by a
 source of the internal topic, and a sink of that topic is added below the node feeding it.
@@ -38,6 +39,7 @@ from streamtable.runtime.internal_topics import STREAMTABLE_INTERNAL_SUFFIX
 from streamtable.topology.nodes import (
     AggregateNode,
     GraphSnapshot,
+    JoinKind,
     JoinNode,
     Node,
     ProcessNode,
@@ -349,3 +351,25 @@ def read_topics(graph: GraphSnapshot, name: str) -> list[str]:
             topics.append(node.topic)
         todo.extend(node.parents)
     return topics
+
+
+def keeps_null_keys(graph: GraphSnapshot, name: str) -> bool:
+    """Whether a repartition feeding node ``name`` keeps records with a null key: a join that
+    joins such records with ``None`` is downstream (a stream-table or GlobalKTable left join,
+    a stream-stream left or outer join; KIP-962). Else Kafka Streams' repartition filter
+    drops them (``InternalStreamsBuilder``'s ``NodesWithRelaxedNullKeyJoinDownstream``).
+    """
+    stack, seen = [name], set()
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        node = graph.by_name[current]
+        if isinstance(node, JoinNode) and node.join_type in ("left", "outer"):
+            if node.kind in (JoinKind.STREAM_TABLE, JoinKind.STREAM_GLOBAL_TABLE):
+                return True
+            if node.kind is JoinKind.STREAM_STREAM:
+                return True
+        stack.extend(graph.children.get(current, ()))
+    return False

@@ -9,11 +9,27 @@ aggregation reading another stateful operator) are cut into sub-topologies befor
 
 from __future__ import annotations
 
+from pyspark.sql import functions as F
+
 from streamtable.compiler.frame import CompileContext, Frame
+from streamtable.compiler.metrics import count_and_drop
+from streamtable.compiler.subtopologies import keeps_null_keys
 from streamtable.topology.nodes import RepartitionNode
 
 
 def lower_repartition(ctx: CompileContext, node: RepartitionNode, parent: Frame) -> Frame:
-    """``parent`` as it is: the consumer's own shuffle redistributes it by key."""
+    """``parent`` without its null-key records (Kafka Streams' repartition filter, counted as
+    ``null_key``), unless a join downstream joins them (:func:`keeps_null_keys`); the
+    consumer's own shuffle redistributes it by key.
+    """
     assert node.num_partitions is None, "explicit repartitions are cut into sub-topologies"
-    return parent
+    if keeps_null_keys(ctx.graph, node.name) or not _nullable(parent, "key"):
+        return parent
+    report = node.name not in ctx.reporting_done  # counted by the first query lowering it
+    ctx.reporting_done.add(node.name)
+    checks = {"null_key": F.col("key").isNull()}
+    return parent.with_(df=count_and_drop(ctx, parent.df, checks, observe=report))
+
+
+def _nullable(frame: Frame, column: str) -> bool:
+    return frame.df.schema[column].nullable
