@@ -362,10 +362,14 @@ def test_source_reported_by_another_query_drops_silently(writers):
     assert writers[0].letters == []
 
 
-def test_error_headers_of_unknown_coordinates_are_null():
+def test_error_headers_of_unknown_coordinates_are_kafka_streams_null_topic_and_minus_one():
+    """``ExceptionHandlerUtils.buildDeadLetterQueueRecord`` writes ``String.valueOf`` of the
+    context's partition and offset (-1 without a source record) and a null topic; a null
+    ``getMessage()`` is a null header.
+    """
     h = dict(
         error_headers(
-            ValueError("x"),
+            ValueError(),
             topic=None,
             partition=None,
             offset=None,
@@ -373,7 +377,8 @@ def test_error_headers_of_unknown_coordinates_are_null():
             reason="processing",
         )
     )
-    assert h["__streams.errors.topic"] is None and h["__streams.errors.offset"] is None
+    assert h["__streams.errors.topic"] is None and h["__streams.errors.message"] is None
+    assert (h["__streams.errors.partition"], h["__streams.errors.offset"]) == (b"-1", b"-1")
 
 
 # -- configuration --------------------------------------------------------------------------

@@ -20,8 +20,10 @@ header                              value (UTF-8)
 ``streamtable.errors.reason``       ``deserialization`` or ``processing``
 ==================================  ===========================================================
 
-A header whose value is unknown (a record produced by an aggregation has no source
-coordinates) is written with a null value, as Kafka Streams writes a null topic.
+A record without source coordinates (produced by an aggregation) gets a null topic and
+partition and offset ``-1``, and an exception without a message a null message, as Kafka
+Streams' ``ExceptionHandlerUtils.buildDeadLetterQueueRecord`` writes them
+(``String.valueOf`` of its context's ``-1``; Java's null ``getMessage()``).
 
 Pure Python: the writer runs inside Spark's Python workers, producing through
 :class:`streamtable.runtime.task_output.TaskOutput` (one transaction per Spark task under
@@ -91,7 +93,7 @@ def error_headers(
     e : BaseException
         The error the handler saw; its traceback (if any) becomes the stack-trace header.
     topic, partition, offset : str, int, int or None
-        The source record's coordinates; ``None`` gives a header with a null value.
+        The source record's coordinates; ``None``: a null topic, ``-1`` for the others.
     operator : str
         The node whose code failed (the source node for deserialization errors).
     reason : {"deserialization", "processing"}
@@ -105,15 +107,19 @@ def error_headers(
     (b'ValueError', b'bad')
     >>> hs["__streams.errors.offset"], hs["streamtable.errors.operator"]
     (b'7', b'KSTREAM-MAPVALUES-0000000001')
+    >>> hs = dict(error_headers(KeyError(), topic=None, partition=None, offset=None,
+    ...                         operator="KSTREAM-AGGREGATE-0000000002", reason="processing"))
+    >>> [hs[f"__streams.errors.{h}"] for h in ("topic", "partition", "offset", "message")]
+    [None, b'-1', b'-1', None]
     """
     stack = "".join(traceback.format_exception(type(e), e, e.__traceback__))
     return [
         (HEADER_EXCEPTION, _text(exception_class_name(e))),
-        (HEADER_MESSAGE, _text(str(e))),
+        (HEADER_MESSAGE, _text(str(e) or None)),
         (HEADER_STACKTRACE, _text(stack)),
         (HEADER_TOPIC, _text(topic)),
-        (HEADER_PARTITION, _text(partition)),
-        (HEADER_OFFSET, _text(offset)),
+        (HEADER_PARTITION, _text(-1 if partition is None else partition)),
+        (HEADER_OFFSET, _text(-1 if offset is None else offset)),
         (HEADER_OPERATOR, _text(operator)),
         (HEADER_REASON, _text(reason)),
     ]
