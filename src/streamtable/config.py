@@ -476,6 +476,8 @@ def _unknown_key(key: str) -> ConfigError:
     if key in _UNSUPPORTED:
         return ConfigError(f"Config {key!r} is not supported. {_UNSUPPORTED[key]}")
     for other, ours in _OTHER_CLIENT_PREFIXES.items():
+        if key.startswith(other) and key[len(other) :] in _SOURCE_REFUSED:
+            return ConfigError(f"Config {key!r} is not taken. {_SOURCE_REFUSED[key[len(other) :]]}")
         if key.startswith(other):
             return ConfigError(
                 f"Config {key!r} is not supported: streamtable has one consumer prefix, "

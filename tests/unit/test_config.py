@@ -303,6 +303,7 @@ def test_config_error_is_value_error():
         ("consumer.enable.auto.commit", r"commits the processed offsets .* itself"),
         ("main.consumer.max.poll.records", r"use 'consumer.max.poll.records'"),
         ("restore.consumer.fetch.min.bytes", r"use 'consumer.fetch.min.bytes'"),
+        ("global.consumer.auto.offset.reset", r"Use 'auto.offset.reset' without the prefix"),
         ("topology.optimization", r"no optimizations to switch"),
         ("cache.max.bytes.buffering", r"deprecated name of 'statestore.cache.max.bytes'"),
         ("security.protocol", r"'consumer.security.protocol', 'producer.security.protocol'"),
