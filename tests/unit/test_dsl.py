@@ -492,3 +492,20 @@ def test_a_count_store_whose_value_serde_cannot_hold_an_int_is_refused_when_buil
     # a serde factory not called: named, not an AttributeError
     with pytest.raises(TopologyError, match=r"value serde must be a Serde \(e\.g\. Serdes"):
         grouped.count(Materialized.as_("not-a-serde").with_value_serde(Serdes.long))
+
+
+def test_a_rekeyed_stream_joined_twice_reuses_its_repartition_as_kafka_streams_does():
+    """``KStreamImpl.repartitionForJoin`` keeps the repartition of an unnamed join for the
+    stream's next one (its name counter advancing all the same); the second join used to be
+    refused as a processor name used twice.
+    """
+    S = Serdes.string()
+    b = StreamsBuilder()
+    s = b.stream("in", key_serde=S, value_serde=S).select_key(lambda k, v: v)
+    t1 = b.table("t1", key_serde=S, value_serde=S)
+    t2 = b.table("t2", key_serde=S, value_serde=S)
+    s.join(t1, lambda v, t: v).to("o1", key_serde=S, value_serde=S)
+    s.join(t2, lambda v, t: v).to("o2", key_serde=S, value_serde=S)
+    text = str(b.build().describe())
+    assert "--> KSTREAM-JOIN-0000000011, KSTREAM-JOIN-0000000016" in text
+    assert text.count("(topic: KSTREAM-KEY-SELECT-0000000001-repartition)") == 1
