@@ -48,7 +48,8 @@ class ReadOnlyWindowStore(ReplicaView):
     ``fetch(key, from, to)`` gives ``(window start, value)`` pairs; the forms over several
     keys give ``(Windowed(key, start, end), value)`` pairs. Windows come in start order per
     key, keys in byte order. As in Kafka Streams, windows starting at or before the store's
-    observed stream time (its largest window start) minus its retention are not returned.
+    observed stream time minus its retention are not returned: its largest window start,
+    taken per changelog partition (Kafka Streams: per task) and the smallest of those.
     """
 
     def __init__(self, info: ChangelogInfo, replica: StoreReplica) -> None:
@@ -138,8 +139,8 @@ class ReadOnlySessionStore(ReplicaView):
 
     Results are ``(Windowed(key, start, end), value)`` pairs, sessions in (key bytes, end,
     start) order (Kafka Streams' order for one key). As in Kafka Streams, sessions that
-    ended at or before the store's observed stream time (its largest session end) minus its
-    retention are not returned.
+    ended at or before the store's observed stream time minus its retention are not
+    returned: its largest session end, per changelog partition, the smallest of those.
     """
 
     def __init__(self, info: ChangelogInfo, replica: StoreReplica) -> None:
