@@ -509,3 +509,12 @@ def test_a_rekeyed_stream_joined_twice_reuses_its_repartition_as_kafka_streams_d
     text = str(b.build().describe())
     assert "--> KSTREAM-JOIN-0000000011, KSTREAM-JOIN-0000000016" in text
     assert text.count("(topic: KSTREAM-KEY-SELECT-0000000001-repartition)") == 1
+    # the repartition a named join added is the one the next unnamed join reuses
+    b = StreamsBuilder()
+    s = b.stream("in", key_serde=S, value_serde=S).select_key(lambda k, v: v)
+    t1 = b.table("t1", key_serde=S, value_serde=S)
+    t2 = b.table("t2", key_serde=S, value_serde=S)
+    s.join(t1, lambda v, t: v, name="x").to("o1", key_serde=S, value_serde=S)
+    s.join(t2, lambda v, t: v).to("o2", key_serde=S, value_serde=S)
+    text = str(b.build().describe())
+    assert "(topic: x-repartition)" in text and "KEY-SELECT-0000000001-repartition" not in text

@@ -257,3 +257,20 @@ def test_a_repartition_keeps_null_keys_only_for_a_join_that_joins_them():
     assert not keeps_null_keys(graph, plain.node_name)
     assert keeps_null_keys(graph, joined.node_name)
     assert not keeps_null_keys(graph, inner.node_name)
+
+    # only from the join's stream side (Kafka Streams attaches a stream-table join to the
+    # stream's node), and on through the topic of a cut repartition
+    b = StreamsBuilder()
+    counted = b.stream("in", key_serde=S, value_serde=S).select_key(lambda k, v: v)
+    rep = counted.repartition(name="first")
+    table = rep.group_by(lambda k, v: v, key_serde=S).count()
+    b.stream("in2", key_serde=S, value_serde=S).left_join(table, lambda v, n: v).to("o")
+    assert not keeps_null_keys(b.build().graph, rep.node_name)
+    b = StreamsBuilder()
+    table = b.table("t", key_serde=S, value_serde=S)
+    s = b.stream("in", key_serde=S, value_serde=S).select_key(lambda k, v: v)
+    first = s.repartition(name="a", num_partitions=4, key_serde=S, value_serde=S)
+    first.repartition(name="b", num_partitions=2).left_join(table, lambda v, t: v).to("o")
+    graph, _ = cut_topology(b.build().graph, "app")
+    sinks = [n for n in graph.of_type(SinkNode) if n.internal]
+    assert len(sinks) == 2 and all(keeps_null_keys(graph, n.name) for n in sinks)

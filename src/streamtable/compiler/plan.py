@@ -56,6 +56,7 @@ from streamtable.compiler.subtopologies import (
     repartition_partitions,
 )
 from streamtable.errors import TopologyError
+from streamtable.runtime.internal_topics import STREAMTABLE_INTERNAL_SUFFIX
 from streamtable.topology.nodes import (
     AggregateNode,
     FileSinkNode,
@@ -324,8 +325,10 @@ class Lowerer:
                 pass  # written natively
             else:
                 frame = convert(self.ctx, frame, key, value)
-        if node.internal and not self._reader_keeps_null_keys(node.topic):
-            # Kafka Streams' repartition filter: a record without key has no partition
+        repartition = node.internal and not node.topic.endswith(STREAMTABLE_INTERNAL_SUFFIX)
+        if repartition and not self._reader_keeps_null_keys(node.topic):
+            # Kafka Streams' repartition filter (streamtable's own internal topics, where
+            # Kafka Streams has no topic, pass null keys on as Kafka Streams' task does)
             df = count_and_drop(self.ctx, frame.df, {"null_key": F.col("key").isNull()})
             frame = frame.with_(df=df)
         self._check_exactly_once_sink(node, frame)

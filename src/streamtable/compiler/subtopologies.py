@@ -358,18 +358,34 @@ def keeps_null_keys(graph: GraphSnapshot, name: str) -> bool:
     joins such records with ``None`` is downstream (a stream-table or GlobalKTable left join,
     a stream-stream left or outer join; KIP-962). Else Kafka Streams' repartition filter
     drops them (``InternalStreamsBuilder``'s ``NodesWithRelaxedNullKeyJoinDownstream``).
+
+    The walk goes on through the topics of cut repartitions (their readers), as Kafka
+    Streams' graph has no cut; a stream-table join is reached only from its stream side, as
+    Kafka Streams attaches it to the stream's node alone.
     """
-    stack, seen = [name], set()
+    stack: list[tuple[str, str | None]] = [(name, None)]
+    seen: set[str] = set()
     while stack:
-        current = stack.pop()
+        current, came_from = stack.pop()
+        node = graph.by_name[current]
+        table_lookup = (JoinKind.STREAM_TABLE, JoinKind.STREAM_GLOBAL_TABLE)
+        if isinstance(node, JoinNode) and node.kind in table_lookup:
+            if came_from != node.parents[0]:
+                continue  # from the table side: not downstream in Kafka Streams' graph
+            if node.join_type == "left":
+                return True
+        if isinstance(node, JoinNode) and node.kind is JoinKind.STREAM_STREAM:
+            if node.join_type in ("left", "outer"):
+                return True
         if current in seen:
             continue
         seen.add(current)
-        node = graph.by_name[current]
-        if isinstance(node, JoinNode) and node.join_type in ("left", "outer"):
-            if node.kind in (JoinKind.STREAM_TABLE, JoinKind.STREAM_GLOBAL_TABLE):
-                return True
-            if node.kind is JoinKind.STREAM_STREAM:
-                return True
-        stack.extend(graph.children.get(current, ()))
+        nxt = list(graph.children.get(current, ()))
+        if isinstance(node, SinkNode) and node.internal:
+            nxt += [
+                n.name
+                for n in graph.of_type(SourceNode)
+                if n.internal and n.topics == (node.topic,)
+            ]
+        stack.extend((child, current) for child in nxt)
     return False

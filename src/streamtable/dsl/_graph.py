@@ -26,6 +26,9 @@ class GraphBuilder:
         self.state_stores: dict[str, Any] = {}
         #: store name -> the processor it is connected to
         self.store_owner: dict[str, str] = {}
+        #: stream node -> the repartition its last join added (``KStreamImpl``'s
+        #: ``repartitionNode`` field, reused by its next unnamed join)
+        self.join_repartition: dict[str, str] = {}
 
     def add(self, node: Node) -> Node:
         """Append ``node``; its parents must already be in the graph."""

@@ -151,17 +151,15 @@ def repartition_for_join(graph: GraphBuilder, parent: str, prefix: str) -> str:
     ``prefix``: the join's name (``-left``/``-right`` for stream-stream joins) or the name of
     the stream's last processor (``KStreamImpl.repartitionForJoin``).
     """
-    if prefix == parent:
-        # an unnamed join of a stream already repartitioned for another join reuses that
-        # repartition; Kafka Streams' name counter advances all the same
-        # (KStreamImpl.repartitionForJoin: repartitionNode kept while name equals its name)
-        topic = f"{prefix}-repartition"
-        for node in graph.nodes():
-            if isinstance(node, RepartitionNode) and node.parents == (parent,):
-                if node.topic_name == topic:
-                    graph.stream_repartition(prefix, reuse=True)
-                    return node.name
+    last = graph.join_repartition.get(parent)
+    if prefix == parent and last is not None:
+        # an unnamed join of a stream already repartitioned for a join reuses the repartition
+        # its last join added, named or not; Kafka Streams' name counter advances all the
+        # same (KStreamImpl.repartitionForJoin keeps repartitionNode while name equals its own)
+        graph.stream_repartition(prefix, reuse=True)
+        return last
     topic, kafka_names = graph.stream_repartition(prefix)
     rep = graph.names.claim(topic)
     graph.add(RepartitionNode(rep, (parent,), kafka_names=kafka_names, topic_name=topic))
+    graph.join_repartition[parent] = rep
     return rep
