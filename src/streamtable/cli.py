@@ -594,24 +594,15 @@ def _check_no_config_for(
     locator: str, app: Any, application_server: str | None, given: dict[str, Any]
 ) -> None:
     """A ``KafkaStreams`` locator carries its own config: refuse the options that would be
-    ignored, and ``serve`` of an app without ``application.server`` (nothing to serve).
+    ignored (``given``: ``{flag: value or None}``), and ``serve`` of an app without
+    ``application.server`` (nothing to serve).
 
     Raises
     ------
     click.UsageError
         Naming the ignored options, or the missing ``application.server``.
     """
-    ignored = [
-        flag
-        for flag, name in (
-            ("--application-id", "application_id"),
-            ("--bootstrap-servers", "bootstrap_servers"),
-            ("--state-dir", "state_dir"),
-            ("--query-token", "query_token"),
-            ("--log-level", "log_level"),
-        )
-        if given.get(name) is not None
-    ] + (["-c"] if given.get("configs") else [])
+    ignored = [flag for flag, value in given.items() if value is not None]
     if ignored:
         raise click.UsageError(
             f"{locator} is a KafkaStreams object, which carries its own config: "
@@ -732,7 +723,15 @@ def run_cmd(
     try:
         obj = load_object(locator)
         if isinstance(obj, KafkaStreams):
-            _check_no_config_for(locator, obj, application_server, locals())
+            given = {
+                "--application-id": application_id,
+                "--bootstrap-servers": bootstrap_servers,
+                "--state-dir": state_dir,
+                "--query-token": query_token,
+                "--log-level": log_level,
+                "-c": configs or None,
+            }
+            _check_no_config_for(locator, obj, application_server, given)
             app = obj
         else:
             config: dict[str, object] = dict(_config_pairs(configs))

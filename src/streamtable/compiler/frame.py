@@ -220,6 +220,14 @@ class CompileContext:
             name, StoreLocation(self.query, kind, key_codec, op, state_var, decode)
         )
 
+    def first_report(self, operator: str) -> bool:
+        """Whether this query is the first to lower ``operator``, and so the one that counts
+        its drops (see :attr:`reporting_done`); later calls answer False.
+        """
+        first = operator not in self.reporting_done
+        self.reporting_done.add(operator)
+        return first
+
     def unique(self, prefix: str) -> str:
         """A name unique within this compilation (for observed metrics)."""
         self._counter += 1

@@ -175,15 +175,6 @@ class Lowerer:
             "does not know: 'Unknown definition class')."
         )
 
-    def _reader_keeps_null_keys(self, topic: str) -> bool:
-        """Whether a join downstream of the source reading internal ``topic`` joins null-key
-        records (:func:`keeps_null_keys`); they are then written to the topic (null key:
-        Kafka's producer partitions them round-robin, as Kafka Streams writes them).
-        """
-        graph = self.ctx.graph
-        readers = [n.name for n in graph.of_type(SourceNode) if n.internal and n.topics == (topic,)]
-        return any(keeps_null_keys(graph, r) for r in readers)
-
     def _note_shared_scans(self, node: Node, inputs: list[Frame]) -> None:
         """Note a union of stateless inputs that read one topic each through a scan of their
         own (a stream merged with a branch of itself): ``self.shared_scans[node] = topics``.
@@ -326,7 +317,9 @@ class Lowerer:
             else:
                 frame = convert(self.ctx, frame, key, value)
         repartition = node.internal and not node.topic.endswith(STREAMTABLE_INTERNAL_SUFFIX)
-        if repartition and not self._reader_keeps_null_keys(node.topic):
+        # (a join downstream of the topic's readers joining null keys keeps them: they are
+        # written, and the producer places them as Kafka Streams' does)
+        if repartition and not keeps_null_keys(self.ctx.graph, node.name):
             # Kafka Streams' repartition filter (streamtable's own internal topics, where
             # Kafka Streams has no topic, pass null keys on as Kafka Streams' task does)
             df = count_and_drop(self.ctx, frame.df, {"null_key": F.col("key").isNull()})

@@ -353,6 +353,10 @@ def read_topics(graph: GraphSnapshot, name: str) -> list[str]:
     return topics
 
 
+#: Joins looking a table up for each stream record (attached to the stream's node alone).
+_TABLE_LOOKUPS = (JoinKind.STREAM_TABLE, JoinKind.STREAM_GLOBAL_TABLE)
+
+
 def keeps_null_keys(graph: GraphSnapshot, name: str) -> bool:
     """Whether a repartition feeding node ``name`` keeps records with a null key: a join that
     joins such records with ``None`` is downstream (a stream-table or GlobalKTable left join,
@@ -368,8 +372,7 @@ def keeps_null_keys(graph: GraphSnapshot, name: str) -> bool:
     while stack:
         current, came_from = stack.pop()
         node = graph.by_name[current]
-        table_lookup = (JoinKind.STREAM_TABLE, JoinKind.STREAM_GLOBAL_TABLE)
-        if isinstance(node, JoinNode) and node.kind in table_lookup:
+        if isinstance(node, JoinNode) and node.kind in _TABLE_LOOKUPS:
             if came_from != node.parents[0]:
                 continue  # from the table side: not downstream in Kafka Streams' graph
             if node.join_type == "left":

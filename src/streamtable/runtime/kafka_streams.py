@@ -442,13 +442,7 @@ class KafkaStreams:
         the transactional ids the last start recorded. Returns the admin client, the topics'
         partition counts, the fenced ids and whether no fingerprint was recorded before.
         """
-        cfg = self.config
-        admin = KafkaAdmin(
-            cfg.bootstrap_servers,
-            timeout_ms=cfg.request_timeout_ms,
-            config=cfg.admin_config,
-            replication_factor=cfg.replication_factor,
-        )
+        admin = self._new_admin()
         try:
             return (admin, *self._check_and_fence_with(admin))
         except BaseException:
@@ -805,6 +799,18 @@ class KafkaStreams:
             self._transition(State.NOT_RUNNING)
         return ok
 
+    def _new_admin(self) -> KafkaAdmin:
+        """An admin client with the application's settings (``admin.*``, ``request.timeout.ms``,
+        ``replication.factor`` for the internal topics it creates).
+        """
+        cfg = self.config
+        return KafkaAdmin(
+            cfg.bootstrap_servers,
+            timeout_ms=cfg.request_timeout_ms,
+            config=cfg.admin_config,
+            replication_factor=cfg.replication_factor,
+        )
+
     def _close_admin(self) -> None:
         """Close the admin client of the start (the repartition purger's too), as Kafka
         Streams' close() does: one left connected would log the broker's disappearance on the
@@ -895,13 +901,7 @@ class KafkaStreams:
             raise IllegalStateError(
                 "await_caught_up() needs a started application; call start() first."
             )
-        cfg = self.config
-        admin = KafkaAdmin(
-            cfg.bootstrap_servers,
-            timeout_ms=cfg.request_timeout_ms,
-            config=cfg.admin_config,
-            replication_factor=cfg.replication_factor,
-        )
+        admin = self._new_admin()
         try:
             self._wait_caught_up(admin, timeout)
         finally:

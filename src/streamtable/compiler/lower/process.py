@@ -161,8 +161,7 @@ def lower_process(ctx: CompileContext, node: ProcessNode, parent: Frame) -> Fram
         out = out.mapInArrow(
             StoreUpdatesWriter(topics, ctx.output_spec(f"changelog-{node.name}")), OUTPUT_DDL
         )
-    report = node.name not in ctx.reporting_done
-    ctx.reporting_done.add(node.name)
+    report = ctx.first_report(node.name)
     is_skip = (F.col("dropped") > 0) & (F.col("reason") == PROCESSING)
     out = count_and_drop(
         ctx, out, {PROCESSING: is_skip}, weights={PROCESSING: F.col("dropped")}, observe=report

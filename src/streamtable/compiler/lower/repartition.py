@@ -23,13 +23,8 @@ def lower_repartition(ctx: CompileContext, node: RepartitionNode, parent: Frame)
     consumer's own shuffle redistributes it by key.
     """
     assert node.num_partitions is None, "explicit repartitions are cut into sub-topologies"
-    if keeps_null_keys(ctx.graph, node.name) or not _nullable(parent, "key"):
+    if keeps_null_keys(ctx.graph, node.name) or not parent.df.schema["key"].nullable:
         return parent
-    report = node.name not in ctx.reporting_done  # counted by the first query lowering it
-    ctx.reporting_done.add(node.name)
     checks = {"null_key": F.col("key").isNull()}
+    report = ctx.first_report(node.name)  # counted by the first query lowering it
     return parent.with_(df=count_and_drop(ctx, parent.df, checks, observe=report))
-
-
-def _nullable(frame: Frame, column: str) -> bool:
-    return frame.df.schema[column].nullable

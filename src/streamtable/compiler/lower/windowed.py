@@ -122,16 +122,16 @@ def lower_windowed_aggregate(
         checks["null_value"] = F.col("value").isNull()
     # a windowed table read by several sinks is computed once per sink's query: only the
     # first counts its drops and writes its late records (Kafka Streams has one processor)
-    report = node.name not in ctx.reporting_done
-    ctx.reporting_done.add(node.name)
+    report = ctx.first_report(node.name)
     df = count_and_drop(ctx, parent.df, checks, observe=report)
+    retention = node.retention_ms or default_retention_ms(windows)
     spec = WindowAggregateSpec(
         node_name=node.name,
         aggregation=agg,
         key_codec=parent.key_codec,
         value_codec=parent.value_codec,
         windows=windows,
-        retention_ms=node.retention_ms or default_retention_ms(windows),
+        retention_ms=retention,
         emit_final=emit_final is not None,
         keep_late=report and node.late_records_topic is not None,
         buffer_max_records=None if emit_final is None else emit_final.max_records,
@@ -175,7 +175,6 @@ def lower_windowed_aggregate(
         )
         return frame
     size = None if isinstance(windows, SessionWindowSpec) else windows.size_ms
-    retention = node.retention_ms or default_retention_ms(windows)
     return logged_windows(
         ctx, frame, node.name, node.store_name, node.store_value_serde, size, retention
     )
