@@ -124,6 +124,32 @@ def test_table_regroup_emits_subtraction_then_addition(spark):
         assert out.read_key_values_to_list() == [("A", 1)]
 
 
+def test_filter_over_a_table_aggregation_sends_a_tombstone_only_for_a_row_that_passed(spark):
+    # Kafka Streams' KTableFilter gets the old aggregate from KTableAggregate: a count that
+    # neither passes nor passed forwards nothing, one that stops passing a tombstone
+    b = StreamsBuilder()
+    users = b.table("users", key_serde=S, value_serde=S)
+    (
+        users.group_by(lambda user, region: (region, user), key_serde=S)
+        .count()
+        .filter(lambda region, n: n >= 2)
+        .map_values(lambda n: n * 10)
+        .to_stream()
+        .to("crowded", key_serde=S, value_serde=L)
+    )
+    with TopologyTestDriver(b.build()) as driver:
+        inp = driver.create_input_topic("users", S, S)
+        out = driver.create_output_topic("crowded", S, L)
+        inp.pipe_input("alice", "A")  # A: 1, never passed
+        assert out.is_empty()
+        inp.pipe_input("bob", "A")
+        assert out.read_key_values_to_list() == [("A", 20)]
+        inp.pipe_input("alice", "E")  # A: 2 -> 1 stops passing; E: 1 never passed
+        assert out.read_key_values_to_list() == [("A", None)]
+        inp.pipe_input("carol", "E")
+        assert out.read_key_values_to_list() == [("E", 20)]
+
+
 def test_output_to_a_topic_the_topology_reads_is_processed_again(spark):
     # Kafka's driver re-enqueues records written to a source topic
     # (captureOutputsAndReEnqueueInternalResults): they are processed and stay readable

@@ -41,8 +41,10 @@ from streamtable.compiler.lower.suppress import lower_suppress
 from streamtable.compiler.lower.table import (
     lower_table_aggregate,
     lower_table_changes,
+    lower_table_op_over_aggregate,
     lower_table_op_upserts,
     lower_table_upserts,
+    over_table_aggregate,
 )
 from streamtable.compiler.lower.windowed import (
     late_value_codec,
@@ -159,6 +161,8 @@ class Lowerer:
         if isinstance(node, TableSourceNode):
             return lower_table_upserts(self.ctx, node)
         if isinstance(node, TableOpNode):
+            if over_table_aggregate(self.nodes, node):
+                return lower_table_op_over_aggregate(self, node)
             return lower_table_op_upserts(self.ctx, node, self.lower(node.parents[0]))
         if isinstance(node, TableAggregateNode):
             return lower_table_aggregate(self, node)

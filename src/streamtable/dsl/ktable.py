@@ -88,11 +88,15 @@ class KTable:
 
         A row that stops passing the predicate is forwarded as a tombstone, so downstream
         tables delete it (Kafka Streams' ``KTableFilter``). The predicate is never called
-        for tombstones, which are forwarded as they are. Every failing update gives a
-        tombstone, also for a row that never passed: Kafka Streams sends none for such a row
-        where the filter gets old values (the table is an aggregation, a table-table join or
-        a named table), so ``count().filter(lambda k, n: n >= 3).to_stream()`` gives
-        ``(k, None)`` for the counts below 3 here; a consumer of it must accept ``None``.
+        for tombstones, which are forwarded as they are.
+
+        Over a ``KTable.group_by`` aggregation the filter also sees each update's old
+        aggregate and, as Kafka Streams' ``KTableFilter`` with old values, sends nothing for a
+        row that neither passes nor passed. Elsewhere every failing update gives a tombstone,
+        also for a row that never passed: Kafka Streams sends none for such a row where its
+        filter gets old values (a stream aggregation, a table-table join or a named table), so
+        ``group_by_key().count().filter(lambda k, n: n >= 3).to_stream()`` gives ``(k, None)``
+        for the counts below 3 here; a consumer of it must accept ``None``.
 
         Examples
         --------

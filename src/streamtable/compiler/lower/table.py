@@ -94,6 +94,27 @@ def lower_table_op_upserts(ctx: CompileContext, node: TableOpNode, parent: Frame
     return run_stage(ctx, parent, (op,), want_key=parent.key_codec)
 
 
+def over_table_aggregate(nodes: dict[str, Node], node: TableOpNode) -> bool:
+    """Whether ``node`` is a chain of ``filter``/``map_values`` over a ``KTable.group_by``
+    aggregation (whose output carries each update's old aggregate).
+    """
+    parent: Node = node
+    while isinstance(parent, TableOpNode) and parent.kind is not TableOpKind.GROUP_BY:
+        parent = nodes[parent.parents[0]]
+    return isinstance(parent, TableAggregateNode)
+
+
+def lower_table_op_over_aggregate(lowerer: Lowerer, node: TableOpNode) -> Frame:
+    """``filter``/``map_values`` over a ``KTable.group_by`` aggregation, as upserts: applied
+    to the new and old aggregate of each update, so that a filter sends a tombstone only for a
+    row that passed before and now fails, and nothing for a row that neither passes nor passed
+    (Kafka Streams' ``KTableFilter``, which gets old values from ``KTableAggregate``). It adds
+    no state: the aggregation's kernel holds the old values.
+    """
+    changes = lower_table_changes(lowerer, node.name)
+    return changes.with_(df=frame_columns_only(changes.df))
+
+
 def lower_table_changes(lowerer: Lowerer, name: str) -> Frame:
     """The changes ``(key, new, old)`` of table ``name`` (see module doc).
 

@@ -54,13 +54,30 @@ def apply_table_op(kind: TableOpKind, fn: Callable[..., Any], key: Any, value: A
 class TableOpStage:
     """A chain of table operations applied to new and old values of each change.
 
-    Output: :data:`CHANGE_DDL`, values pickled. A change whose new and old values are both
-    ``None`` afterwards is not forwarded (Kafka Streams with old values enabled).
+    Output: :data:`CHANGE_DDL`, values pickled. A ``filter`` after which a change's new and
+    old values are both ``None`` forwards nothing (Kafka Streams' ``KTableFilter`` with old
+    values enabled: a row that neither passes nor passed); ``map_values`` forwards every
+    change, as ``KTableMapValues`` does.
     """
 
     ops: tuple[tuple[TableOpKind, Callable[..., Any], str], ...]
     key_codec: Codec
     value_codec: Codec
+
+    def _apply(
+        self, key: Any, new: Any, old: Any, col: dict[str, list[Any]], i: int
+    ) -> tuple[Any, Any] | None:
+        """``(new, old)`` of change ``i`` after the chain, or ``None`` where a filter forwards
+        nothing.
+        """
+        for kind, fn, node in self.ops:
+            try:
+                new, old = apply_table_op(kind, fn, key, new), apply_table_op(kind, fn, key, old)
+            except Exception as e:
+                raise _error(e, node, kind.value, col, i) from e
+            if kind is TableOpKind.FILTER and new is None and old is None:
+                return None
+        return new, old
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Apply the chain to every change of every batch."""
@@ -73,17 +90,11 @@ class TableOpStage:
             new_in = self.value_codec.decode_many(col["value"])
             old_in = self.value_codec.decode_many(col["old"])
             for i, k in enumerate(keys):
-                vals = (new_in[i], old_in[i])
-                for kind, fn, node in self.ops:
-                    try:
-                        vals = tuple(apply_table_op(kind, fn, k, v) for v in vals)
-                    except Exception as e:
-                        raise _error(e, node, kind.value, col, i) from e
-                if vals[0] is None and vals[1] is None:
-                    continue
-                keep.append(i)
-                news.append(vals[0])
-                olds.append(vals[1])
+                vals = self._apply(k, new_in[i], old_in[i], col, i)
+                if vals is not None:
+                    keep.append(i)
+                    news.append(vals[0])
+                    olds.append(vals[1])
             idx = pa.array(keep, pa.int64())
             arrays = [batch.column(batch.schema.get_field_index(n)).take(idx) for n in _FRAME]
             arrays[1] = pa.array(_PICKLE.encode_many(news), pa.binary())
