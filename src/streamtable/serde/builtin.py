@@ -60,6 +60,8 @@ class StringSerde(Serde):
     b'h\xc3\xa9llo'
     >>> s.deserialize(b'h\xc3\xa9llo')
     'héllo'
+    >>> s.serialize("x\ud800y"), s.serialize("\ud83d\ude00")  # as Java's getBytes(UTF_8)
+    (b'x?y', b'\xf0\x9f\x98\x80')
     """
 
     kind: ClassVar[str] = "string"
@@ -70,8 +72,11 @@ class StringSerde(Serde):
             raise self._ser_error(f"expected str, got {type(obj).__name__}")
         try:
             return obj.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise self._ser_error(f"cannot encode the string as UTF-8: {e.reason}") from e
+        except UnicodeEncodeError:
+            # surrogate code points (from a JSON "\ud83d" escape, say): as Java's
+            # String.getBytes(UTF_8), a high-low pair is one character, a lone one '?'
+            joined = obj.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+            return joined.encode("utf-8", "replace")
 
     def _deserialize(self, data: bytes) -> str:
         return data.decode("utf-8", errors=_JAVA_REPLACE)
