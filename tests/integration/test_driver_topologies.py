@@ -150,10 +150,38 @@ def test_failing_record_goes_to_the_dead_letter_topic_and_processing_continues(t
     dlq = driver.create_output_topic("in-dlq", S, S)
     inp.pipe_key_value_list([("k1", "1"), ("k2", "oops"), ("k3", "3")])
     assert_stream_equal(out, [("k1", 1), ("k3", 3)])
-    assert_stream_equal(dlq, [("k2", "oops")])
+    [dead] = dlq.read_records_to_list()
+    assert (dead.key, dead.value) == ("k2", "oops")
+    # the dead letter's headers come back as production writes them (Kafka's driver keeps
+    # a record's headers)
+    headers = dict(dead.headers)
+    assert headers["__streams.errors.exception"] == b"ValueError"
+    assert (headers["__streams.errors.topic"], headers["__streams.errors.offset"]) == (b"in", b"1")
 
 
-def test_wall_clock_gives_default_timestamps_but_not_stream_time(topology_driver):
+def test_close_deletes_the_application_folder_of_a_given_state_dir(topology_driver, tmp_path):
+    """Kafka's driver cleans its state directory on close: a second driver with the same
+    ``state.dir`` and ``application.id`` starts afresh instead of resuming the first one's
+    checkpoint (whose source offsets lie past the new driver's empty topics).
+    """
+    b = StreamsBuilder()
+    b.stream("in", key_serde=S, value_serde=S).group_by_key().count().to_stream().to(
+        "out", key_serde=S, value_serde=L
+    )
+    config = {"application.id": "ttd-app", "state.dir": str(tmp_path)}
+    for _ in range(2):
+        driver = topology_driver(b.build(), config)
+        inp = driver.create_input_topic("in", S, S)
+        out = driver.create_output_topic("out", S, L)
+        inp.pipe_input("a", "x")
+        assert out.read_key_values_to_list() == [("a", 1)]
+        driver.close()
+        assert not (tmp_path / "ttd-app").exists()
+        with pytest.raises(StreamsError, match=r"The TopologyTestDriver is closed"):
+            driver.advance_wall_clock_time(timedelta(seconds=1))
+
+
+def test_input_topics_stamp_records_with_the_wall_clock_of_their_creation(topology_driver):
     b = StreamsBuilder()
     (
         b.stream("in", key_serde=S, value_serde=S)
@@ -169,9 +197,13 @@ def test_wall_clock_gives_default_timestamps_but_not_stream_time(topology_driver
     out = driver.create_output_topic("out", Serdes.time_windowed(S, SIZE), L)
     inp.pipe_input("a", "x")  # timestamp: the wall clock, 50,000
     driver.advance_wall_clock_time(timedelta(minutes=5))
-    assert out.is_empty()  # the wall clock does not move stream time (Kafka's suppression)
-    inp.pipe_input("a", "y")  # timestamp 350,000: stream time passes 60,000
-    assert_stream_equal(out, [TestRecord(Windowed("a", 50_000, 60_000), 1, None)])
+    # the wall clock moves neither stream time (Kafka's suppression) nor the topic's time
+    # (Kafka's TestInputTopic keeps the time of its creation)
+    inp.pipe_input("a", "y")
+    assert out.is_empty()
+    later = driver.create_input_topic("in", S, S)  # created at 350,000
+    later.pipe_input("b", "z")  # stream time passes 60,000
+    assert_stream_equal(out, [TestRecord(Windowed("a", 50_000, 60_000), 2, None)])
     with pytest.raises(ValueError, match=r"advance_wall_clock_time needs a non-negative"):
         driver.advance_wall_clock_time(timedelta(seconds=-1))
 

@@ -137,8 +137,9 @@ def assert_table_equal(actual: Any, expected: Mapping[Any, Any] | Iterable[Any])
     ----------
     actual : TestOutputTopic, mapping or iterable
         A mapping, or a changelog (a test output topic, records or ``(key, value)`` pairs)
-        folded into the latest value per key; a ``None`` value (tombstone) deletes the key, as
-        Kafka's ``readKeyValuesToMap`` does.
+        folded into the latest value per key; a ``None`` value (tombstone) deletes the key,
+        as a table does (unlike ``read_key_values_to_map``, which keeps such a key with the
+        value ``None``, as Kafka's ``readKeyValuesToMap``).
     expected : mapping or iterable
         The same forms.
 

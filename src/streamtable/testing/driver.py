@@ -95,7 +95,7 @@ class _Capture:
             if row["topic"] in self.internal:
                 internal.setdefault(row["topic"], []).append(record)
             else:
-                self.outputs[row["topic"]].append(record)
+                self.outputs[row["topic"]].append((*record, ()))
         for topic, records in internal.items():
             append_records(self.root, topic, records)
 
@@ -260,7 +260,11 @@ class TopologyTestDriver:
             return writer.start()
 
     def close(self) -> None:
-        """Stop the queries and delete the driver's state and topics."""
+        """Stop the queries and delete the driver's topics and state: also the application's
+        folder under a ``state.dir`` given in the config (``state.dir/application.id``), as
+        Kafka's driver cleans its state directory, so that a new driver with the same config
+        starts afresh.
+        """
         if self._closed:
             return
         self._closed = True
@@ -269,6 +273,7 @@ class TopologyTestDriver:
                 q.stop()
             except Exception:  # pragma: no cover - best effort
                 pass
+        shutil.rmtree(self.config.checkpoint_dir, ignore_errors=True)
         shutil.rmtree(self._tmp, ignore_errors=True)
 
     def __enter__(self) -> TopologyTestDriver:
@@ -324,11 +329,15 @@ class TopologyTestDriver:
     # -- processing ----------------------------------------------------------------------
 
     def _pipe(self, topic: str, records: list[tuple[bytes | None, bytes | None, int]]) -> None:
-        if self._closed:
-            raise StreamsError("The TopologyTestDriver is closed.")
+        self._check_open()
         self._check_not_failed()
         append_records(self._root, topic, records)
         self._run()
+
+    def _check_open(self) -> None:
+        """Refuse work after :meth:`close` (its topics and state are deleted)."""
+        if self._closed:
+            raise StreamsError("The TopologyTestDriver is closed.")
 
     def _check_not_failed(self) -> None:
         """Refuse work after a failure: the failed Spark query stays stopped, so later input
@@ -358,8 +367,8 @@ class TopologyTestDriver:
                 except Exception as e:
                     self._failure = f"{_cause(e)} (query {q.name!r} failed)"
                     raise StreamsError(self._failure) from e
-            for topic, key, value, ts, _headers in read_captured(self._capture_dir, self._captured):
-                self._outputs.setdefault(topic, deque()).append((key, value, ts))
+            for topic, key, value, ts, headers in read_captured(self._capture_dir, self._captured):
+                self._outputs.setdefault(topic, deque()).append((key, value, ts, tuple(headers)))
             fed_back = {
                 t: list(q)[written.get(t, 0) :]
                 for t, q in self._outputs.items()
@@ -368,18 +377,18 @@ class TopologyTestDriver:
             if not fed_back:
                 return
             for topic, records in fed_back.items():
-                append_records(self._root, topic, records)
+                append_records(self._root, topic, [r[:3] for r in records])
 
     def advance_wall_clock_time(self, advance: timedelta) -> None:
         """Advance the driver's mocked wall-clock time (Kafka's ``advanceWallClockTime``).
 
         Fires the processors' due wall-clock punctuations (``KStream.process``), as Kafka's
-        driver does; ``context.current_system_time_ms()`` returns this clock. The wall clock
-        also gives the timestamps of records piped without one (unless the input topic has a
-        ``start_timestamp``). It does not move stream time: windows close and ``Suppressed``
-        buffers (``until_window_closes`` and ``until_time_limit``) emit only when a piped
-        record's timestamp moves stream time, as in Kafka Streams, whose suppression is
-        driven by stream time alone.
+        driver does; ``context.current_system_time_ms()`` returns this clock. It does not
+        change the timestamps of records piped without one (an input topic stamps them from
+        the clock at its creation, as Kafka's ``TestInputTopic``), nor move stream time:
+        windows close and ``Suppressed`` buffers (``until_window_closes`` and
+        ``until_time_limit``) emit only when a piped record's timestamp moves stream time, as
+        in Kafka Streams, whose suppression is driven by stream time alone.
 
         Parameters
         ----------
@@ -390,11 +399,14 @@ class TopologyTestDriver:
         ------
         ValueError
             If ``advance`` is negative.
+        StreamsError
+            If the driver is closed.
         """
         if advance < timedelta(0):
             raise ValueError(
                 f"advance_wall_clock_time needs a non-negative timedelta; got {advance}."
             )
+        self._check_open()
         self._check_not_failed()
         self.wall_clock_ms += duration_ms(advance)
         if self._clock_readers:

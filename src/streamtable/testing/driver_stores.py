@@ -62,7 +62,10 @@ def open_store(driver: TopologyTestDriver, name: str, kind: str) -> Any:
         If the topology has no store ``name`` (the message lists its stores), or the store
         is of another kind (the message names its kind and the method that reads it), or it
         cannot be read by the driver (suppression buffers, join stores).
+    StreamsError
+        If the driver is closed.
     """
+    driver._check_open()
     loc = driver._stores.get(name)
     stores = sorted(driver.topology.store_names)
     if loc is None:
@@ -177,6 +180,7 @@ def read_entries(driver: TopologyTestDriver, name: str, loc: StoreLocation) -> l
         ``(key bytes, value)`` for key-value stores, ``(key bytes, start, end, value)`` for
         window and session stores; unordered.
     """
+    driver._check_open()  # a view kept past close() reads no deleted state
     checkpoint = Path(driver.config.checkpoint_dir) / loc.query
     batch = _last_commit(checkpoint)
     if batch is None:

@@ -128,7 +128,27 @@ class DriverTopicSource(DataSource):  # type: ignore[misc]
 
 @dataclass(frozen=True)
 class TestRecord:
-    """A record read from (or piped into) a test topic (Kafka's ``TestRecord``)."""
+    """A record read from (or piped into) a test topic (Kafka's ``TestRecord``).
+
+    ``timestamp`` is in ms; a ``datetime`` (naive: UTC) is converted to ms, so that records
+    compare equal whichever form their time was given in, as Kafka's compares instants.
+    ``headers`` are ``(name, bytes)`` pairs (note the order of the fields: Kafka's
+    constructor takes the headers before the timestamp).
+
+    Raises
+    ------
+    ValueError
+        If ``timestamp`` is negative (Kafka: "Timestamp should always be non-negative or
+        null").
+    TypeError
+        If ``timestamp`` is not an int, a datetime or ``None``, or ``headers`` not pairs.
+
+    Examples
+    --------
+    >>> from datetime import datetime, UTC
+    >>> TestRecord("k", "v", datetime(1970, 1, 1, 0, 0, 1, tzinfo=UTC)).timestamp
+    1000
+    """
 
     __test__ = False  # not a pytest class
 
@@ -136,6 +156,26 @@ class TestRecord:
     value: Any
     timestamp: int | None = None
     headers: tuple[tuple[str, bytes], ...] = ()
+
+    def __post_init__(self) -> None:
+        ts = self.timestamp
+        if isinstance(ts, datetime):
+            object.__setattr__(self, "timestamp", to_millis(ts, 0))
+        elif ts is not None and (isinstance(ts, bool) or not isinstance(ts, int)):
+            raise TypeError(
+                f"TestRecord timestamp must be ms (int), a datetime or None; got {ts!r}. The "
+                "fields are (key, value, timestamp, headers): Kafka's TestRecord takes the "
+                "headers before the timestamp."
+            )
+        if self.timestamp is not None and self.timestamp < 0:
+            raise ValueError(
+                f"Invalid timestamp: {self.timestamp}. Timestamp should always be non-negative "
+                "or null (Kafka's TestRecord)."
+            )
+        headers = tuple(self.headers)
+        if not all(isinstance(h, tuple) and len(h) == 2 for h in headers):
+            raise TypeError(f"TestRecord headers must be (name, bytes) pairs; got {headers!r}.")
+        object.__setattr__(self, "headers", headers)
 
 
 def to_millis(ts: int | datetime | None, default: int) -> int:
@@ -148,14 +188,19 @@ def to_millis(ts: int | datetime | None, default: int) -> int:
     return int(ts)
 
 
+#: ``pipe_input``'s marker for an argument left out (``None`` is a null key or a tombstone).
+_NO_VALUE: Any = object()
+
+
 class TestInputTopic:
     """Pipes records into one input topic of a :class:`TopologyTestDriver`.
 
     A record piped without a timestamp gets the topic's next timestamp: from
     ``start_timestamp``, advanced by ``auto_advance`` after each such record (Kafka's
-    ``TestInputTopic``). Without ``start_timestamp`` the driver's mocked wall clock gives it
-    (Kafka's driver takes ``Instant.now()`` at the topic's creation), unless ``auto_advance``
-    is given: the topic then starts at the wall clock of its creation.
+    ``TestInputTopic``). Without ``start_timestamp`` the topic starts at the driver's mocked
+    wall clock when the topic is created, so with no ``auto_advance`` every such record gets
+    that time, whatever ``advance_wall_clock_time`` does later (Kafka's driver takes
+    ``Instant.now()`` at the topic's creation, with no advance).
 
     Raises
     ------
@@ -184,27 +229,47 @@ class TestInputTopic:
                 f"auto_advance must not be negative (got {auto_advance!r}) for input topic "
                 f"{name!r}, as in Kafka's TestInputTopic."
             )
-        if start_timestamp is None and self._advance:
-            start_timestamp = driver.wall_clock_ms
-        self._next_ts = start_timestamp
+        self._next_ts = driver.wall_clock_ms if start_timestamp is None else start_timestamp
 
     def _timestamp(self, ts: int | datetime | None) -> int:
         if ts is not None:
             return to_millis(ts, 0)
-        if self._next_ts is not None:
-            t = self._next_ts
-            self._next_ts += self._advance
-            return t
-        return self._driver.wall_clock_ms
+        t = self._next_ts
+        self._next_ts += self._advance
+        return t
 
     def pipe_input(
         self,
-        key: Any = None,
-        value: Any = None,
+        key: Any = _NO_VALUE,
+        value: Any = _NO_VALUE,
         timestamp: int | datetime | None = None,
         headers: Any = None,
     ) -> None:
-        """Process one record completely before returning (Kafka's ``pipeInput``)."""
+        """Process one record completely before returning (Kafka's ``pipeInput``).
+
+        ``pipe_input(key, value[, timestamp])``, or ``pipe_input(record)`` with a
+        :class:`TestRecord`. A tombstone is ``pipe_input(key, None)``.
+
+        Raises
+        ------
+        TypeError
+            If the value is left out (Kafka's one-argument ``pipeInput(value)`` is
+            ``pipe_input(None, value)`` or ``pipe_value_list([value])`` here: with one
+            argument, Python could not tell a key from a value).
+        NotImplementedError
+            If ``headers`` are given (the driver cannot pipe headers yet).
+        """
+        if isinstance(key, TestRecord) and value is _NO_VALUE:
+            self.pipe_record_list([key])
+            return
+        if value is _NO_VALUE:
+            raise TypeError(
+                f"pipe_input({key!r}) left out the value: pass the key and the value, "
+                f"pipe_input(None, {key!r}) for a value with a null key (Kafka's "
+                "pipeInput(value)), or pipe_input(key, None) for a tombstone."
+            )
+        if key is _NO_VALUE:
+            key = None
         if headers:
             raise NotImplementedError("headers are not supported by the prototype driver")
         self._driver._pipe(
@@ -248,11 +313,15 @@ class TestOutputTopic:
         self.value_serde = value_serde
 
     def read_record(self) -> TestRecord:
-        """The next record; raises ``StreamsError`` (Kafka: NoSuchElementException) if none."""
+        """The next record, with its headers (dead letters' and late records' carry some);
+        raises ``StreamsError`` (Kafka: NoSuchElementException) if none.
+        """
         if not self._queue:
             raise StreamsError(f"Output topic {self.name!r} is empty.")
-        key, value, ts = self._queue.popleft()
-        return TestRecord(self.key_serde.deserialize(key), self.value_serde.deserialize(value), ts)
+        key, value, ts, headers = self._queue.popleft()
+        return TestRecord(
+            self.key_serde.deserialize(key), self.value_serde.deserialize(value), ts, headers
+        )
 
     def read_value(self) -> Any:
         """The next record's value."""
