@@ -94,7 +94,9 @@ class _Aggregations:
     def count(
         self, name: str | Materialized | None = None, *, retention: timedelta | int | None = None
     ) -> KTable:
-        """Count the records per key (``count``); records with a null key or value are skipped.
+        """Count the records per key (``count``); records with a null key are skipped, and
+        records with a null value too except on time and session windows, which count them
+        (Kafka Streams' ``KStreamAggregate`` skips them, ``KStreamWindowAggregate`` does not).
 
         Returns a table whose values are ``int`` counts (unwindowed: computed by Spark's own
         aggregation). ``retention``: see :meth:`aggregate`.
@@ -128,7 +130,9 @@ class _Aggregations:
     ) -> KTable:
         """Combine the values of each key with ``reducer(aggregate, value)`` (``reduce``).
 
-        The first value of a key is its initial aggregate. Null keys and values are skipped.
+        The first value of a key is its initial aggregate. Null keys are skipped, and null
+        values too except on time and session windows, where ``reducer`` gets them (Kafka
+        Streams' ``KStreamWindowAggregate`` with its reducer adapter).
         Session windows merge two sessions' reductions with ``reducer`` too.
         ``retention``: see :meth:`aggregate`. A built-in reducer (:class:`Reducers`'s ``sum``,
         ``min``, ``max``) over ``Serdes.long()`` or ``Serdes.integer()`` values (the grouping's

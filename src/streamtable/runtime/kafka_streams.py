@@ -1019,6 +1019,7 @@ class KafkaStreams:
             results may be duplicated (the count bounds the duplicates from the input side);
             under ``exactly_once_v2`` they are not. Drop reasons are ``deserialization``,
             ``invalid_timestamp``, ``negative_timestamp``, ``null_key``, ``null_value``,
+            ``null_lookup_key`` (a GlobalKTable join whose key mapper gave ``None``),
             ``late``, ``processing``, ``production`` (Kafka Streams' ``dropped-records``
             metric, by cause), and ``expired`` for table updates older than a versioned
             table's history retention (Kafka Streams' versioned store counts them in
