@@ -25,6 +25,7 @@ from streamtable.compiler.paged.processor_pages import (
     needs_run,
     run_page,
 )
+from streamtable.compiler.paged.punctuation import schedules_for_run
 from streamtable.compiler.paged.records import Rec
 from streamtable.errors import StreamsError, TopologyError
 from streamtable.processor.window_stores import WindowStore
@@ -180,6 +181,23 @@ def test_wall_clock_punctuation_one_interval_after_init_then_aligned():
     outs, _ = page.run([], wall_clock=1_200)  # 1_060 and 1_120 and 1_180 collapse
     assert outs == [("total", ("wall", 0), 1_200)]
     assert page.schedules[1].next == 1_240
+
+
+def test_a_restarted_application_schedules_afresh_as_kafka_streams_init_does():
+    # StreamTask.schedule at each start: wall clock one interval after the restart (the
+    # intervals missed while down are not made up at once), stream time due at once
+    page = Page(spec())
+    page.run([rec("a", 1, 0)], wall_clock=1_000)  # wall clock due at 1_060
+    meta = {"schedules": [s.to_tuple() for s in page.schedules], "run": "first"}
+    assert schedules_for_run(meta, "first") == page.schedules  # the same run: kept
+    page.schedules = schedules_for_run(meta, "second")  # the application restarted
+    assert page.schedules is None
+    outs, _ = page.run([], wall_clock=90_000, stream_time=1)
+    assert outs == [("a", ("stream", 1), 1)]  # no wall-clock call for the downtime
+    assert [(s.kind, s.next) for s in page.schedules] == [
+        ("stream_time", 10),
+        ("wall_clock_time", 90_060),
+    ]
 
 
 def test_stores_keep_bytes_per_page_and_log_only_when_logging_is_enabled():

@@ -13,6 +13,7 @@ operator run in Spark's ``ProcessingTime`` mode, whose timers fire without new r
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from pyspark.sql import functions as F
@@ -142,7 +143,7 @@ def lower_process(ctx: CompileContext, node: ProcessNode, parent: Frame) -> Fram
     ctx.uses_tws = True
     out = packed.groupBy("task").transformWithState(
         statefulProcessor=ProcessorApiProcessor(
-            spec, mocked_clock=mocked, wall_clock_timers=timers
+            spec, mocked_clock=mocked, wall_clock_timers=timers, run_id=uuid.uuid4().hex
         ),
         outputStructType=OUTPUT_DDL,
         outputMode="Update",

@@ -10,7 +10,9 @@ has records or a punctuation is due.
 
 State of a task, two variables:
 
-- ``meta`` (value state): pickled ``{"stream_time", "schedules", "wall_clock", "timer"}``;
+- ``meta`` (value state): pickled ``{"stream_time", "schedules", "run", "wall_clock",
+  "timer"}``; ``run`` names the run of the application that saved the schedules (a restart
+  schedules afresh, as Kafka Streams' ``init`` does: :func:`~.punctuation.schedules_for_run`);
 - ``pages`` (map state): the task's stores split into :data:`STORE_PAGES` pages by key bytes,
   page number -> pickled ``{store name: {key bytes: value bytes}}``. A store operation loads
   only the page of its key (a scan loads all pages), and only changed pages are written back.
@@ -49,7 +51,11 @@ from streamtable.compiler.paged.processor_pages import (
     needs_run,
     run_page,
 )
-from streamtable.compiler.paged.punctuation import WALL_CLOCK_TIME, ScheduleState
+from streamtable.compiler.paged.punctuation import (
+    WALL_CLOCK_TIME,
+    ScheduleState,
+    schedules_for_run,
+)
 from streamtable.compiler.paged.records import Rec, arrival_order
 
 #: Input of the operator: records grouped by task, or a wall-clock tick for a task.
@@ -225,10 +231,19 @@ class StoreData(MutableMapping):
 class ProcessorApiProcessor(StatefulProcessor):
     """See the module doc."""
 
-    def __init__(self, spec: ProcessorSpec, *, mocked_clock: bool, wall_clock_timers: bool) -> None:
+    def __init__(
+        self,
+        spec: ProcessorSpec,
+        *,
+        mocked_clock: bool,
+        wall_clock_timers: bool,
+        run_id: str = "",
+    ) -> None:
         self.spec = spec
         self.mocked_clock = mocked_clock
         self.wall_clock_timers = wall_clock_timers
+        #: the run of the application (a new one per compilation)
+        self.run_id = run_id
 
     def init(self, handle: StatefulProcessorHandle) -> None:  # noqa: D102
         self.handle = handle
@@ -288,8 +303,7 @@ class ProcessorApiProcessor(StatefulProcessor):
         timer_values: TimerValues,
     ) -> list[Row]:
         now = self._now(meta, timer_values)
-        persisted = meta.get("schedules")
-        schedules = None if persisted is None else [ScheduleState.from_tuple(t) for t in persisted]
+        schedules = schedules_for_run(meta, self.run_id)
         rows: list[Row] = []
         if needs_run(records, schedules, after, now):
             pages = TaskPages(self.pages_state)

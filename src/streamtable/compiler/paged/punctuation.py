@@ -11,7 +11,10 @@ Kafka Streams' rules (``StreamTask.schedule``, ``PunctuationSchedule.next``):
 - a stream-time schedule starts at 0, so it is due as soon as stream time is known;
 - a wall-clock schedule is first due one interval after it was scheduled;
 - when due at time ``now`` it fires once, with ``now``, however many intervals were missed,
-  and is next due at the first ``start + k * interval`` after ``now``.
+  and is next due at the first ``start + k * interval`` after ``now``;
+- a restarted application's ``init`` schedules afresh: its wall-clock punctuation is first due
+  one interval after the restart (not at once for the intervals missed while it was down), its
+  stream-time punctuation as soon as stream time is known (:func:`schedules_for_run`).
 
 Pure Python; runs in Spark's Python workers.
 """
@@ -86,3 +89,26 @@ class ScheduleState:
     def from_tuple(cls, t: tuple[str, int, int, bool]) -> ScheduleState:
         """Inverse of :meth:`to_tuple`."""
         return cls(*t)
+
+
+def schedules_for_run(meta: dict, run_id: str) -> list[ScheduleState] | None:
+    """A task's persisted schedules, or ``None`` (``init`` schedules anew) when they were saved
+    by an earlier run of the application than ``run_id``; marks ``meta`` with ``run_id``.
+
+    Kafka Streams calls ``init`` at each start of a task, and ``schedule()`` there starts a
+    wall-clock schedule one interval after that moment and a stream-time one at 0
+    (``StreamTask.schedule``); streamtable keeps the schedules in state between micro-batches
+    of one run, but not across runs.
+
+    >>> meta = {"schedules": [(WALL_CLOCK_TIME, 1000, 5000, False)], "run": "a"}
+    >>> schedules_for_run(meta, "a")
+    [ScheduleState(kind='wall_clock_time', interval_ms=1000, next=5000, cancelled=False)]
+    >>> schedules_for_run(meta, "b") is None, meta["run"]
+    (True, 'b')
+    """
+    persisted = meta.get("schedules")
+    same_run = meta.get("run") == run_id
+    meta["run"] = run_id
+    if persisted is None or not same_run:
+        return None
+    return [ScheduleState.from_tuple(t) for t in persisted]
