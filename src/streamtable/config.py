@@ -120,6 +120,11 @@ def _application_id(key: str, value: object) -> str:
             f"Config {key!r} must be 1-{_MAX_APP_ID_LEN} characters from [a-zA-Z0-9._-] "
             f"(it prefixes Kafka topic names and the consumer group id), got {text!r}"
         )
+    if text in (".", ".."):
+        raise ConfigError(
+            f"Config {key!r} must not be {text!r}: it names the application's folder under "
+            "'state.dir', and this would be 'state.dir' itself or its parent"
+        )
     return text
 
 

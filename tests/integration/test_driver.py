@@ -150,6 +150,29 @@ def test_filter_over_a_table_aggregation_sends_a_tombstone_only_for_a_row_that_p
         assert out.read_key_values_to_list() == [("E", 20)]
 
 
+def test_a_failing_filter_over_a_table_aggregation_skips_the_change_under_log_and_continue(
+    spark,
+):
+    # KTableFilter calls the predicate on the new and the old aggregate: a change is skipped
+    # when either call raises (the processing exception handler), and the application goes on
+    b = StreamsBuilder()
+    (
+        b.table("users", key_serde=S, value_serde=S)
+        .group_by(lambda user, region: (region, user), key_serde=S)
+        .count()
+        .filter(lambda region, n: 1 // (n - 1) >= 0)  # raises for a count of 1
+        .to_stream()
+        .to("counts", key_serde=S, value_serde=L)
+    )
+    config = {"processing.exception.handler": "log_and_continue"}
+    with TopologyTestDriver(b.build(), config) as driver:
+        inp = driver.create_input_topic("users", S, S)
+        out = driver.create_output_topic("counts", S, L)
+        inp.pipe_key_value_list([("alice", "A"), ("bob", "A"), ("carol", "A")])
+        # A: 1 (new raises), A: 2 (old raises), A: 3 (old and new pass)
+        assert out.read_key_values_to_list() == [("A", 3)]
+
+
 def test_output_to_a_topic_the_topology_reads_is_processed_again(spark):
     # Kafka's driver re-enqueues records written to a source topic
     # (captureOutputsAndReEnqueueInternalResults): they are processed and stay readable

@@ -169,6 +169,10 @@ def test_known_keys_documented():
             {**BASE, "application.id": "a" * 250},
             r"Config 'application.id' must be 1-249 characters",
         ),
+        (
+            {**BASE, "application.id": ".."},
+            r"Config 'application.id' must not be '\.\.': .* 'state.dir' itself or its parent",
+        ),
         ({**BASE, "application.id": 5}, r"Config 'application.id' expects a str, got int 5"),
         ({**BASE, "application.id": ""}, r"Config 'application.id' expects a non-empty str"),
         (

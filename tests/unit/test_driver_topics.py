@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import deque
 from datetime import UTC, datetime, timedelta
 
+import numpy
 import pytest
 
 from streamtable import Serdes
@@ -81,6 +82,23 @@ def test_test_records_compare_times_in_ms_and_refuse_what_kafka_refuses():
         TestRecord("k", "v", (("h", b"x"),), 10)  # Kafka's field order
     with pytest.raises(TypeError, match=r"headers must be \(name, bytes\) pairs"):
         TestRecord("k", "v", 10, ("h", b"x"))
+    # as Kafka's: null headers are none; pairs may come as lists; any integral timestamp
+    assert TestRecord("k", "v", 10, None).headers == ()
+    assert TestRecord("k", "v", 10, [["h", b"x"]]).headers == (("h", b"x"),)
+    assert TestRecord("k", "v", numpy.int64(10)) == TestRecord("k", "v", 10)
+
+
+def test_advance_time_moves_the_topic_time_and_a_record_comes_alone():
+    # Kafka's TestInputTopic.advanceTime
+    driver = StandInDriver(wall_clock_ms=5_000)
+    topic = TestInputTopic(driver, "in", S, S)
+    topic.advance_time(timedelta(seconds=2))
+    topic.pipe_input("k", "a")
+    assert driver.piped == [("in", b"k", b"a", 7_000)]
+    with pytest.raises(ValueError, match=r"advance_time needs a non-negative .* topic 'in'"):
+        topic.advance_time(timedelta(seconds=-1))
+    with pytest.raises(TypeError, match=r"pipe_input\(record\) takes a TestRecord alone"):
+        topic.pipe_input(TestRecord("k", "v"), timestamp=5)
 
 
 def test_a_negative_auto_advance_is_refused():

@@ -1,18 +1,23 @@
 """``filter``/``map_values`` on a table's changes (:class:`TableOpStage`) without Spark."""
 
 import pyarrow as pa
+import pytest
 
 from streamtable.compiler.codecs import PickleCodec
 from streamtable.compiler.paged.records import frame_schema
 from streamtable.compiler.paged.stages import TableOpStage
+from streamtable.compiler.paged.user_code import user_code_error
+from streamtable.errors import StreamsError
 from streamtable.topology.nodes import TableOpKind
 
 P = PickleCodec()
 SCHEMA = frame_schema(("old", pa.binary()))
 
 
-def apply(ops, changes):
-    """``[(key, new, old)]`` forwarded by the chain ``ops`` for ``changes``."""
+def apply(ops, changes, continue_on_error=False):
+    """``[(key, new, old)]`` forwarded by the chain ``ops`` for ``changes`` (with ``skipped``
+    last under ``continue_on_error``).
+    """
     n = len(changes)
     batch = pa.RecordBatch.from_pydict(
         {
@@ -27,16 +32,12 @@ def apply(ops, changes):
         },
         schema=SCHEMA,
     )
-    stage = TableOpStage(tuple((kind, fn, f"op-{i}") for i, (kind, fn) in enumerate(ops)), P, P)
-    out = next(iter(stage([batch]))).to_pydict()
-    return list(
-        zip(
-            P.decode_many(out["key"]),
-            P.decode_many(out["value"]),
-            P.decode_many(out["old"]),
-            strict=True,
-        )
-    )
+    named = tuple((kind, fn, f"op-{i}") for i, (kind, fn) in enumerate(ops))
+    out = next(iter(TableOpStage(named, P, P, continue_on_error)([batch]))).to_pydict()
+    columns = [P.decode_many(out["key"]), P.decode_many(out["value"]), P.decode_many(out["old"])]
+    if continue_on_error:
+        columns.append(out["skipped"])
+    return list(zip(*columns, strict=True))
 
 
 def test_a_filter_forwards_nothing_for_a_row_that_neither_passes_nor_passed():
@@ -53,3 +54,23 @@ def test_map_values_forwards_every_change_even_when_it_maps_to_none():
     assert apply([to_none], [("a", 1, None), ("b", 2, 1)]) == [("a", None, None), ("b", None, None)]
     keep_all = (TableOpKind.FILTER, lambda k, n: True)
     assert apply([to_none, keep_all], [("a", 1, None)]) == []
+
+
+def test_user_code_errors_stop_or_mark_the_change_skipped_under_log_and_continue():
+    inverse = (TableOpKind.MAP_VALUES, lambda n: 10 // n)
+    changes = [("a", 0, None), ("b", 5, 0), ("c", 2, None)]
+    with pytest.raises(StreamsError, match=r"ZeroDivisionError.*'op-0' \(map_values\).*offset 0"):
+        apply([inverse], changes)
+    # under log_and_continue the failing changes are marked (then counted and removed)
+    assert apply([inverse], changes, continue_on_error=True) == [
+        ("a", None, None, True),
+        ("b", None, None, True),
+        ("c", 5, None, False),
+    ]
+
+
+def test_an_error_on_an_aggregations_update_says_it_has_no_source_coordinates():
+    error = user_code_error(ZeroDivisionError("x"), "f", "filter", None, None, None)
+    assert "operator 'f' (filter) on an update of an upstream stateful operator (no source " in (
+        str(error)
+    )

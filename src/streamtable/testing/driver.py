@@ -24,6 +24,7 @@ import tempfile
 import threading
 import time
 import uuid
+import warnings
 from collections import deque
 from collections.abc import Mapping
 from datetime import datetime, timedelta
@@ -148,11 +149,13 @@ class TopologyTestDriver:
         #: the error of a failed query: the driver refuses further input after it
         self._failure: str | None = None
         self._clock_readers = 0
+        self._started = False
         try:
             self._start()
         except BaseException:
             self.close()
             raise
+        self._started = True
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -273,8 +276,27 @@ class TopologyTestDriver:
                 q.stop()
             except Exception:  # pragma: no cover - best effort
                 pass
-        shutil.rmtree(self.config.checkpoint_dir, ignore_errors=True)
+        if self._started:  # a driver that failed to start used no folder of the config's
+            self._clean_state()
         shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def _clean_state(self) -> None:
+        """Delete ``state.dir/application.id``, unless a running application holds its lock
+        (then say so and leave it).
+        """
+        from streamtable.runtime.state_lock import StateDirLock
+
+        folder = Path(self.config.checkpoint_dir)
+        if not folder.exists():
+            return
+        if StateDirLock(folder).is_locked():
+            warnings.warn(
+                f"TopologyTestDriver.close() left {str(folder)!r}: a running application "
+                "holds its lock. Give the driver a state.dir or application.id of its own.",
+                stacklevel=3,
+            )
+            return
+        shutil.rmtree(folder, ignore_errors=True)
 
     def __enter__(self) -> TopologyTestDriver:
         return self

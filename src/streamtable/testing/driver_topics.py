@@ -12,6 +12,7 @@ files, not Python queues, because Spark calls the reader in a Python process it 
 
 from __future__ import annotations
 
+import numbers
 import os
 import struct
 from collections.abc import Iterable, Iterator
@@ -161,7 +162,9 @@ class TestRecord:
         ts = self.timestamp
         if isinstance(ts, datetime):
             object.__setattr__(self, "timestamp", to_millis(ts, 0))
-        elif ts is not None and (isinstance(ts, bool) or not isinstance(ts, int)):
+        elif isinstance(ts, numbers.Integral) and not isinstance(ts, bool):
+            object.__setattr__(self, "timestamp", int(ts))
+        elif ts is not None:
             raise TypeError(
                 f"TestRecord timestamp must be ms (int), a datetime or None; got {ts!r}. The "
                 "fields are (key, value, timestamp, headers): Kafka's TestRecord takes the "
@@ -172,10 +175,20 @@ class TestRecord:
                 f"Invalid timestamp: {self.timestamp}. Timestamp should always be non-negative "
                 "or null (Kafka's TestRecord)."
             )
-        headers = tuple(self.headers)
-        if not all(isinstance(h, tuple) and len(h) == 2 for h in headers):
-            raise TypeError(f"TestRecord headers must be (name, bytes) pairs; got {headers!r}.")
-        object.__setattr__(self, "headers", headers)
+        headers = () if self.headers is None else tuple(self.headers)
+        pairs = tuple(tuple(h) if isinstance(h, list | tuple) else h for h in headers)
+        if not all(
+            isinstance(h, tuple)
+            and len(h) == 2
+            and isinstance(h[0], str)
+            and (h[1] is None or isinstance(h[1], bytes))
+            for h in pairs
+        ):
+            raise TypeError(
+                f"TestRecord headers must be (name, bytes) pairs (a str name, a bytes or None "
+                f"value); got {self.headers!r}."
+            )
+        object.__setattr__(self, "headers", pairs)
 
 
 def to_millis(ts: int | datetime | None, default: int) -> int:
@@ -259,7 +272,12 @@ class TestInputTopic:
         NotImplementedError
             If ``headers`` are given (the driver cannot pipe headers yet).
         """
-        if isinstance(key, TestRecord) and value is _NO_VALUE:
+        if isinstance(key, TestRecord):
+            if value is not _NO_VALUE or timestamp is not None or headers is not None:
+                raise TypeError(
+                    "pipe_input(record) takes a TestRecord alone: its key, value, timestamp "
+                    "and headers are the record's."
+                )
             self.pipe_record_list([key])
             return
         if value is _NO_VALUE:
@@ -282,6 +300,22 @@ class TestInputTopic:
                 )
             ],
         )
+
+    def advance_time(self, advance: timedelta) -> None:
+        """Move the topic's time, which stamps the records piped without a timestamp
+        (Kafka's ``TestInputTopic.advanceTime``).
+
+        Raises
+        ------
+        ValueError
+            If ``advance`` is negative (Kafka: "advance must be positive").
+        """
+        if advance < timedelta(0):
+            raise ValueError(
+                f"advance_time needs a non-negative timedelta for input topic {self.name!r}; "
+                f"got {advance}."
+            )
+        self._next_ts += duration_ms(advance)
 
     def pipe_value_list(self, values: Iterable[Any]) -> None:
         """Pipe each value with a null key, one at a time."""

@@ -26,6 +26,7 @@ from streamtable.compiler.metrics import count_and_drop
 from streamtable.compiler.paged.stages import (
     CHANGE_DDL,
     REGROUP_DDL,
+    SKIPPING_CHANGE_DDL,
     RegroupStage,
     TableOpStage,
     apply_table_op,
@@ -109,10 +110,39 @@ def lower_table_op_over_aggregate(lowerer: Lowerer, node: TableOpNode) -> Frame:
     to the new and old aggregate of each update, so that a filter sends a tombstone only for a
     row that passed before and now fails, and nothing for a row that neither passes nor passed
     (Kafka Streams' ``KTableFilter``, which gets old values from ``KTableAggregate``). It adds
-    no state: the aggregation's kernel holds the old values.
+    no state: the aggregation's kernel holds the old values. Under ``log_and_continue`` a
+    change whose user code raises is skipped and counted as ``processing`` (not written to
+    the dead-letter topic).
     """
-    changes = lower_table_changes(lowerer, node.name)
-    return changes.with_(df=frame_columns_only(changes.df))
+    ctx = lowerer.ctx
+    continue_on_error = ctx.config.processing_exception_handler == "log_and_continue"
+    changes = _table_op_changes(lowerer, node, continue_on_error)
+    df = changes.df
+    if continue_on_error:
+        observe = ctx.first_report(node.name)
+        df = count_and_drop(ctx, df, {"processing": F.col("skipped")}, observe=observe)
+    return changes.with_(df=frame_columns_only(df))
+
+
+def _table_op_changes(lowerer: Lowerer, node: TableOpNode, continue_on_error: bool) -> Frame:
+    """The changes of the chain of ``filter``/``map_values`` ending at ``node``."""
+    chain = [node]
+    while True:
+        parent = lowerer.nodes[chain[-1].parents[0]]
+        if isinstance(parent, TableOpNode) and parent.kind is not TableOpKind.GROUP_BY:
+            chain.append(parent)
+        else:
+            break
+    chain.reverse()
+    base = lower_table_changes(lowerer, chain[0].parents[0])
+    stage = TableOpStage(
+        tuple((n.kind, n.fn, n.name) for n in chain),
+        base.key_codec,
+        base.value_codec,
+        continue_on_error,
+    )
+    df = base.df.mapInArrow(stage, SKIPPING_CHANGE_DDL if continue_on_error else CHANGE_DDL)
+    return Frame(df, base.key_codec, PickleCodec(), stateful=True)
 
 
 def lower_table_changes(lowerer: Lowerer, name: str) -> Frame:
@@ -134,20 +164,8 @@ def lower_table_changes(lowerer: Lowerer, name: str) -> Frame:
     if isinstance(node, RepartitionNode):
         return lower_table_changes(lowerer, node.parents[0])
     if isinstance(node, TableOpNode) and node.kind is not TableOpKind.GROUP_BY:
-        chain = [node]
-        while True:
-            parent = lowerer.nodes[chain[-1].parents[0]]
-            if isinstance(parent, TableOpNode) and parent.kind is not TableOpKind.GROUP_BY:
-                chain.append(parent)
-            else:
-                break
-        chain.reverse()
-        base = lower_table_changes(lowerer, chain[0].parents[0])
-        stage = TableOpStage(
-            tuple((n.kind, n.fn, n.name) for n in chain), base.key_codec, base.value_codec
-        )
-        df = base.df.mapInArrow(stage, CHANGE_DDL)
-        return Frame(df, base.key_codec, PickleCodec(), stateful=True)
+        # feeding an aggregation: a skipped change would leave its old value in a group
+        return _table_op_changes(lowerer, node, continue_on_error=False)
     if isinstance(node, TableAggregateNode):
         return _table_aggregate_changes(lowerer, node)
     upserts = lowerer.lower(name)

@@ -4,6 +4,7 @@ a table for an aggregation, and computing GlobalKTable lookup keys.
 
 from __future__ import annotations
 
+import logging
 import pickle
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from streamtable.compiler.codecs import Codec, PickleCodec
 from streamtable.compiler.paged.records import frame_schema
 from streamtable.compiler.paged.table_kernels import ADD, SUBTRACT
 from streamtable.compiler.paged.user_code import user_code_error
+from streamtable.errors import StreamsError
 from streamtable.topology.nodes import TableOpKind
 
 #: A frame whose ``old`` column holds the value before each change.
@@ -22,12 +24,16 @@ CHANGE_DDL = (
     "key binary, value binary, ts bigint, partition int, offset bigint, seq bigint, "
     "topic string, old binary"
 )
+#: :data:`CHANGE_DDL` plus whether user code raised on the change (``TableOpStage`` under
+#: ``log_and_continue``): such rows are counted as ``processing`` and removed.
+SKIPPING_CHANGE_DDL = CHANGE_DDL + ", skipped boolean"
 LOOKUP_DDL = (
     "key binary, value binary, ts bigint, partition int, offset bigint, seq bigint, "
     "topic string, group_key binary"
 )
 _FRAME = ("key", "value", "ts", "partition", "offset", "seq", "topic")
 _PICKLE = PickleCodec()
+log = logging.getLogger("streamtable")
 
 
 def _columns(batch: pa.RecordBatch) -> dict[str, list[Any]]:
@@ -58,11 +64,17 @@ class TableOpStage:
     old values are both ``None`` forwards nothing (Kafka Streams' ``KTableFilter`` with old
     values enabled: a row that neither passes nor passed); ``map_values`` forwards every
     change, as ``KTableMapValues`` does.
+
+    With ``continue_on_error`` (``processing.exception.handler`` = ``log_and_continue``, for
+    changes read as upserts) a change whose user code raises is logged and kept with
+    ``skipped`` true (:data:`SKIPPING_CHANGE_DDL`), to be counted and removed; otherwise the
+    error stops the application.
     """
 
     ops: tuple[tuple[TableOpKind, Callable[..., Any], str], ...]
     key_codec: Codec
     value_codec: Codec
+    continue_on_error: bool = False
 
     def _apply(
         self, key: Any, new: Any, old: Any, col: dict[str, list[Any]], i: int
@@ -89,17 +101,32 @@ class TableOpStage:
             keys = self.key_codec.decode_many(col["key"])
             new_in = self.value_codec.decode_many(col["value"])
             old_in = self.value_codec.decode_many(col["old"])
+            skipped: list[bool] = []
             for i, k in enumerate(keys):
-                vals = self._apply(k, new_in[i], old_in[i], col, i)
-                if vals is not None:
-                    keep.append(i)
-                    news.append(vals[0])
-                    olds.append(vals[1])
+                try:
+                    vals = self._apply(k, new_in[i], old_in[i], col, i)
+                except StreamsError as e:
+                    if not self.continue_on_error:
+                        raise
+                    log.warning("Skipping a table change: %s (log_and_continue)", e)
+                    vals = (None, None)
+                    skipped.append(True)
+                else:
+                    if vals is None:
+                        continue
+                    skipped.append(False)
+                keep.append(i)
+                news.append(vals[0])
+                olds.append(vals[1])
             idx = pa.array(keep, pa.int64())
             arrays = [batch.column(batch.schema.get_field_index(n)).take(idx) for n in _FRAME]
             arrays[1] = pa.array(_PICKLE.encode_many(news), pa.binary())
-            old_col = pa.array(_PICKLE.encode_many(olds), pa.binary())
-            yield pa.RecordBatch.from_arrays([*arrays, old_col], names=[*_FRAME, "old"])
+            arrays.append(pa.array(_PICKLE.encode_many(olds), pa.binary()))
+            names = [*_FRAME, "old"]
+            if self.continue_on_error:
+                arrays.append(pa.array(skipped, pa.bool_()))
+                names.append("skipped")
+            yield pa.RecordBatch.from_arrays(arrays, names=names)
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,13 @@ def user_code_error(
     always fails: ``processing.exception.handler=log_and_continue`` covers the stateless
     operators only (see ``docs/error-handling.md``).
     """
+    where = (
+        f"the record at topic {topic!r} partition {partition} offset {offset}"
+        if topic is not None
+        else "an update of an upstream stateful operator (no source topic, partition, offset)"
+    )
     return StreamsError(
-        f"User code raised {type(e).__name__}: {e} in operator {node!r} ({role}) on the "
-        f"record at topic {topic!r} partition {partition} offset {offset}. "
+        f"User code raised {type(e).__name__}: {e} in operator {node!r} ({role}) on {where}. "
         "Kafka Streams' default processing exception handler (LogAndFail) stops the "
         "application; in streamtable user code of stateful operators (aggregators, joiners, "
         "selectors of grouping and lookups) always does, whatever "
