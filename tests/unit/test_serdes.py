@@ -7,6 +7,7 @@ Vectors printed by tests/vectors/KafkaVectors.java.
 import json
 import math
 import re
+import struct
 
 import pytest
 from hypothesis import given, settings
@@ -274,6 +275,16 @@ def test_serialize_errors(serde, obj, match):
             Serdes.time_windowed(Serdes.long(), 5),
             b"abc" + bytes(8),
             r"LongDeserializer: expected 8 bytes",
+        ),
+        (  # Kafka's Window constructor refuses both
+            Serdes.time_windowed(Serdes.string(), 5),
+            b"a" + struct.pack(">q", -10),
+            r"window start -10 is negative \(Kafka: 'Window startMs time cannot be negative",
+        ),
+        (
+            Serdes.session_windowed(Serdes.string()),
+            b"a" + struct.pack(">qq", 1, 5),
+            r"window end 1 is before its start 5 \(Kafka: 'Window endMs time cannot be smaller",
         ),
     ],
 )

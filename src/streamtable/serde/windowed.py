@@ -64,6 +64,29 @@ def _check_window_bounds(serde: Serde, obj: Any) -> Windowed[Any]:
     return obj
 
 
+def _check_deserialized_window(serde: Serde, start: int, end: int) -> None:
+    """Refuse a window Kafka's ``Window`` constructor refuses when a deserializer builds it.
+
+    Raises
+    ------
+    SerializationError
+        If ``start`` is negative or ``end`` before ``start`` (Kafka: IllegalArgumentException
+        "Window startMs time cannot be negative." / "Window endMs time cannot be smaller than
+        window startMs time.").
+    """
+    if start < 0:
+        raise serde._de_error(
+            f"window start {start} is negative (Kafka: 'Window startMs time cannot be "
+            "negative.'): these bytes are not a windowed key of this kind"
+        )
+    if end < start:
+        raise serde._de_error(
+            f"window end {end} is before its start {start} (Kafka: 'Window endMs time cannot "
+            "be smaller than window startMs time.'): these bytes are not a windowed key of "
+            "this kind"
+        )
+
+
 class TimeWindowedSerde(Serde):
     r"""Keys of tumbling/hopping windows: inner key bytes + 8-byte big-endian window start.
 
@@ -129,6 +152,7 @@ class TimeWindowedSerde(Serde):
                 f"expected inner key bytes + 8-byte big-endian window start, got {len(data)} bytes"
             )
         start = _LONG.unpack_from(data, len(data) - 8)[0]
+        _check_deserialized_window(self, start, start)
         end = start + self.window_size_ms
         if end > _LONG_MAX:
             end = _LONG_MAX
@@ -186,4 +210,5 @@ class SessionWindowedSerde(Serde):
                 f"got {len(data)} bytes"
             )
         end, start = _TWO_LONGS.unpack_from(data, len(data) - 16)
+        _check_deserialized_window(self, start, end)
         return Windowed(self.inner.deserialize(data[:-16]), start, end)
