@@ -400,5 +400,41 @@ def test_stream_stream_join_emits_left_non_matches_only_after_the_window_closes(
         outs += k.after_batch(entries, meta, 0)
         seen.append([pickle.loads(o.value) for o in outs])
     assert seen[:4] == [[], ["Aa"], ["Ba"], ["Ab", "Bb"]]
-    assert seen[5] == ["ENone"]  # E (ts 40) is emitted once stream time passes 40 + 15 + 5
-    assert seen[6] == ["FNone"]
+    # E (ts 40) is emitted once stream time passes 40 + 15 + 5 = 60, F's close (80) is not
+    # passed at 80: Kafka Streams' window is open while its close >= stream time
+    assert seen[4:] == [[], [], ["ENone"]]
+
+
+def _batches(kernel, batches):
+    """Feed ``batches`` of ``(key, ts, side, value)``; each batch's outputs (value, ts)."""
+    entries, meta, seen = {}, {}, []
+    for batch in batches:
+        outs = []
+        for key, ts, side, v in batch:
+            entry, o = kernel.process(key, [r(ts, side, v, key=key)], entries.get(key), meta)
+            entries[key] = entry
+            outs += o
+        entries = {k: e for k, e in entries.items() if e}
+        outs += kernel.after_batch(entries, meta, 0)
+        seen.append([(pickle.loads(o.value), o.ts) for o in outs])
+    return seen
+
+
+def test_stream_stream_join_window_closes_after_stream_time_passes_it_not_at_it():
+    # KStreamKStreamJoin.isOuterJoinWindowOpen: open while ts + after + grace >= stream time.
+    # L0's window [0, 10] is open at stream time 10: R10 still joins it, no null result
+    k = StreamStreamJoinKernel(
+        "J", "left", lambda lv, rv: f"{lv}{rv}", P, P, JoinWindowSpec(10, 10, 0)
+    )
+    seen = _batches(k, [[(b"a", 0, 0, "L"), (b"b", 10, 0, "M")], [(b"a", 10, 1, "R")]])
+    assert seen == [[], [("LR", 10)]]
+
+
+def test_stream_stream_join_buffer_keeps_what_kafka_streams_join_store_returns():
+    # the join store's retention is before + after + grace; a fetch returns ts > stream time -
+    # retention: at stream time 20, L0 is gone, and R10 finds nothing (its null result was out)
+    k = StreamStreamJoinKernel(
+        "J", "left", lambda lv, rv: f"{lv}{rv}", P, P, JoinWindowSpec(10, 10, 0)
+    )
+    seen = _batches(k, [[(b"a", 0, 0, "L"), (b"b", 20, 0, "M")], [(b"a", 10, 1, "R")]])
+    assert seen == [[("LNone", 0)], []]

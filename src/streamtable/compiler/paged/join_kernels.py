@@ -384,12 +384,15 @@ class StreamStreamJoinKernel:
             kept = []
             for item in entries[gk]:
                 rec, matched = item
-                closed = self._close(rec.side, rec.ts) <= st
+                # Kafka Streams' window is open while close >= stream time
+                # (KStreamKStreamJoin.emitNonJoinedOuterRecords)
+                closed = self._close(rec.side, rec.ts) < st
                 if closed and not matched and self._emits_unmatched(rec.side):
                     lv, rv = (rec.value, None) if rec.side == LEFT else (None, rec.value)
                     outs.append(_joined(self, rec, lv, rv, rec.ts))
                     item[1] = True
-                if rec.ts >= st - self.delay_ms:
+                # the join store's fetch returns ts > stream time - retention (size + grace)
+                if rec.ts > st - self.delay_ms:
                     kept.append(item)
                     if not item[1] and self._emits_unmatched(rec.side):
                         c = self._close(rec.side, rec.ts)
@@ -398,7 +401,8 @@ class StreamStreamJoinKernel:
                 entries[gk] = kept
             else:
                 del entries[gk]
-        meta["next_timer"] = None if next_close is None else next_close - self.delay_ms
+        # a watermark of next_close - delay + 1 makes stream time pass next_close
+        meta["next_timer"] = None if next_close is None else next_close - self.delay_ms + 1
         return outs
 
     def _emits_unmatched(self, side: int) -> bool:
