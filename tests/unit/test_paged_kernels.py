@@ -438,3 +438,12 @@ def test_stream_stream_join_buffer_keeps_what_kafka_streams_join_store_returns()
     )
     seen = _batches(k, [[(b"a", 0, 0, "L"), (b"b", 20, 0, "M")], [(b"a", 10, 1, "R")]])
     assert seen == [[("LNone", 0)], []]
+
+
+def test_stream_stream_join_matches_come_in_the_other_sides_timestamp_order():
+    # KStreamKStreamJoin fetches the other side's window store: matches in timestamp order
+    k = StreamStreamJoinKernel(
+        "J", "inner", lambda lv, rv: f"{lv}{rv}", P, P, JoinWindowSpec(10, 10, 0)
+    )
+    seen = _batches(k, [[(b"a", 5, 1, "R5")], [(b"a", 3, 1, "R3")], [(b"a", 4, 0, "L")]])
+    assert seen == [[], [], [("LR3", 4), ("LR5", 5)]]

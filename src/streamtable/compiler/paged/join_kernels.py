@@ -354,16 +354,23 @@ class StreamStreamJoinKernel:
                 self.drops["late"] = self.drops.get("late", 0) + 1
                 continue
             item = [rec, False]
+            matches = []
             for other in buf:
                 o = other[0]
                 if o.side == rec.side:
                     continue
                 lt, rt = (rec.ts, o.ts) if rec.side == LEFT else (o.ts, rec.ts)
                 if lt - w.before_ms <= rt <= lt + w.after_ms:
-                    lrec, rrec = (rec, o) if rec.side == LEFT else (o, rec)
-                    outs.append(_joined(self, rec, lrec.value, rrec.value, max(lt, rt)))
-                    item[1] = True
-                    other[1] = True
+                    matches.append(other)
+            # in the other side's timestamp order, as Kafka Streams' window store fetch
+            # returns them (arrival order among equal timestamps)
+            matches.sort(key=lambda other: other[0].ts)
+            for other in matches:
+                o = other[0]
+                lrec, rrec = (rec, o) if rec.side == LEFT else (o, rec)
+                outs.append(_joined(self, rec, lrec.value, rrec.value, max(rec.ts, o.ts)))
+                item[1] = True
+                other[1] = True
             buf.append(item)
         return (buf or None), outs
 
