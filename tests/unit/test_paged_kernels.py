@@ -447,3 +447,16 @@ def test_stream_stream_join_matches_come_in_the_other_sides_timestamp_order():
     )
     seen = _batches(k, [[(b"a", 5, 1, "R5")], [(b"a", 3, 1, "R3")], [(b"a", 4, 0, "L")]])
     assert seen == [[], [], [("LR3", 4), ("LR5", 5)]]
+
+
+def test_stream_stream_join_non_matches_come_in_the_outer_join_stores_order():
+    # Kafka Streams' outer-join store iterates by timestamp, then right before left, then key
+    k = StreamStreamJoinKernel(
+        "J", "outer", lambda lv, rv: f"{lv}{rv}", P, P, JoinWindowSpec(1, 1, 0)
+    )
+    first = [(b"b", 10, 0, "Lb"), (b"a", 12, 0, "La"), (b"a", 10, 1, "Ra"), (b"c", 10, 0, "Lc")]
+    seen = _batches(k, [[*first, (b"a", 20, 1, "Rz")], [(b"z", 100, 0, "Z")]])
+    assert seen == [
+        [("NoneRa", 10), ("LbNone", 10), ("LcNone", 10), ("LaNone", 12)],  # closed at 20
+        [("NoneRz", 20)],
+    ]

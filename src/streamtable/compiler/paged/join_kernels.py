@@ -385,7 +385,7 @@ class StreamStreamJoinKernel:
         if st is None:
             return []
         meta["batch_start_time"] = st
-        outs = []
+        pending: list[tuple[int, int, bytes, Out]] = []
         next_close = None
         for gk in list(entries):
             kept = []
@@ -396,7 +396,8 @@ class StreamStreamJoinKernel:
                 closed = self._close(rec.side, rec.ts) < st
                 if closed and not matched and self._emits_unmatched(rec.side):
                     lv, rv = (rec.value, None) if rec.side == LEFT else (None, rec.value)
-                    outs.append(_joined(self, rec, lv, rv, rec.ts))
+                    side = 1 if rec.side == LEFT else 0
+                    pending.append((rec.ts, side, gk, _joined(self, rec, lv, rv, rec.ts)))
                     item[1] = True
                 # the join store's fetch returns ts > stream time - retention (size + grace)
                 if rec.ts > st - self.delay_ms:
@@ -410,7 +411,10 @@ class StreamStreamJoinKernel:
                 del entries[gk]
         # a watermark of next_close - delay + 1 makes stream time pass next_close
         meta["next_timer"] = None if next_close is None else next_close - self.delay_ms + 1
-        return outs
+        # in the order of Kafka Streams' outer-join store: timestamp, right before left, key
+        # bytes (TimestampedKeyAndJoinSideSerializer), arrival order among equals
+        pending.sort(key=lambda p: p[:3])
+        return [p[3] for p in pending]
 
     def _emits_unmatched(self, side: int) -> bool:
         return self.join_type == "outer" or (self.join_type == "left" and side == LEFT)
