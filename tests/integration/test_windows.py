@@ -286,3 +286,49 @@ def test_windowed_aggregation_refusals_name_what_to_change(
         app.start()
     # an explicit repartition before the windows is a sub-topology of its own now
     # (test_subtopologies.py::test_explicit_repartition_then_windowed_count)
+
+
+def key_partitions(bootstrap, topic):
+    """``{key bytes: {partitions its records are in}}`` of every record of ``topic``."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"reader-{uuid.uuid4().hex}"})
+    try:
+        parts = list(c.list_topics(topic, timeout=30).topics[topic].partitions)
+        ends = {p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in parts}
+        c.assign([TopicPartition(topic, p, 0) for p in parts])
+        out, seen = {}, Counter()
+        while any(seen[p] < ends[p] for p in parts):
+            for m in c.consume(num_messages=1000, timeout=0.5):
+                if m.error() is None:
+                    seen[m.partition()] += 1
+                    out.setdefault(m.key(), set()).add(m.partition())
+        return out
+    finally:
+        c.close()
+
+
+def test_every_window_of_a_key_is_written_to_the_partition_of_the_key(embedded_kafka, spark):
+    """Kafka Streams' WindowedStreamPartitioner: a windowed key's partition is its inner key's
+    (murmur2 of the inner key bytes), so all windows of a key land in one partition; hashing
+    the whole windowed key spread them (``alice``'s four windows went to partitions 1, 3, 1, 5
+    of 6).
+    """
+    S, windowed = Serdes.string(), Serdes.time_windowed(Serdes.string(), SIZE)
+    inp, out = embedded_kafka.topic("in", 2), embedded_kafka.topic("out", 6)
+    users = ["alice", "bob", "carol"]
+    embedded_kafka.produce(
+        inp, [(u.encode(), b"x", 1_000 + w * SIZE) for w in range(4) for u in users]
+    )
+    b = StreamsBuilder()
+    b.stream(inp, key_serde=S, value_serde=S).group_by_key().windowed_by(
+        TimeWindows.of_size_and_grace(SIZE, 0)
+    ).count().to_stream().to(out, key_serde=windowed, value_serde=Serdes.long())
+    app = KafkaStreams(b.build(), embedded_kafka.app_config())
+    app.start()
+    try:
+        app.await_caught_up(timeout=timedelta(minutes=3))
+    finally:
+        app.close()
+    by_user = {}
+    for key, partitions in key_partitions(embedded_kafka.bootstrap_servers, out).items():
+        by_user.setdefault(windowed.deserialize(key).key, set()).update(partitions)
+    assert by_user == {u: {default_partition(u.encode(), 6)} for u in users}

@@ -443,3 +443,21 @@ def test_metrics_address(given, address):
 def test_metrics_address_errors(given, match):
     with pytest.raises(ConfigError, match=match):
         StreamsConfig.from_mapping({**BASE, "streamtable.metrics.address": given})
+
+
+def test_a_batch_counts_in_the_rates_from_its_end_however_long_it_ran():
+    # Kafka Streams records a rate when the records are processed; a micro-batch's figures
+    # come at its end: a 40 s batch (longer than the 30 s window) counts after it, not never
+    ledger = ProgressLedger()
+    long_batch = {
+        "addBatch": 39_000,
+        "walCommit": 5,
+        "commitOffsets": 5,
+        "triggerExecution": 40_000,
+    }
+    ledger.update([FakeQuery([progress(0, seconds=0, rows=3_000, durations=long_batch)])])
+    during = application_metrics(ledger.snapshot(), now_ms=T0_MS + 20_000)
+    after = application_metrics(ledger.snapshot(), now_ms=T0_MS + 45_000)
+    assert value(during, "process-rate") == 0.0  # not known before the batch ends
+    assert value(after, "process-rate") == pytest.approx(3_000 / 30)
+    assert value(after, "commit-rate") == pytest.approx(1 / 30)

@@ -35,7 +35,12 @@ from streamtable.compiler.lower.record_ops import (
     validated,
 )
 from streamtable.compiler.lower.repartition import lower_repartition
-from streamtable.compiler.lower.sink import native_long_ok, sink_codecs, sink_frame
+from streamtable.compiler.lower.sink import (
+    native_long_ok,
+    sink_codecs,
+    sink_frame,
+    windowed_partitioner,
+)
 from streamtable.compiler.lower.source import lower_source
 from streamtable.compiler.lower.suppress import lower_suppress
 from streamtable.compiler.lower.table import (
@@ -291,7 +296,7 @@ class Lowerer:
         parent_node = self.nodes[node.parents[0]]
         hint = self._hint(parent_node)
         key, value = sink_codecs(self.ctx, node, *hint)
-        partitioner = node.partitioner
+        partitioner = node.partitioner or windowed_partitioner(key)
         if isinstance(parent_node, RecordOpNode) and stage_ops(chain_of(self.nodes, parent_node)):
             chain = chain_of(self.nodes, parent_node)
             base = self.lower(chain[0].parents[0])

@@ -76,8 +76,11 @@ def _max(values: list[float]) -> float:
 
 
 def _in_window(batches: Iterable[BatchFigures], now_ms: int) -> list[BatchFigures]:
+    """The batches that ended in the rates' window: a batch's figures count from its end, when
+    Spark reports them (a batch longer than the window still counts, for the window after it).
+    """
     start = now_ms - RATE_WINDOW_MS
-    return [b for b in batches if b.started_ms is not None and start <= b.started_ms <= now_ms]
+    return [b for b in batches if b.ended_ms is not None and start <= b.ended_ms <= now_ms]
 
 
 def query_metrics(q: QueryFigures, now_ms: int) -> list[Metric]:

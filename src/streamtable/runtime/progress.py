@@ -163,6 +163,9 @@ class BatchFigures:
     batch_id : int
     started_ms : int or None
         When the batch's trigger started (ms since the epoch; the progress ``timestamp``).
+    ended_ms : int or None
+        When it ended: ``started_ms`` plus ``durationMs.triggerExecution`` (its figures are
+        known from then on).
     input_rows : int
         Records read from the query's sources (``numInputRows``).
     process_ms : int
@@ -180,6 +183,7 @@ class BatchFigures:
     process_ms: int
     commit_ms: int
     dropped: tuple[tuple[str, int], ...] = ()
+    ended_ms: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,18 +297,22 @@ class _Running:
             self.dropped[reason] = self.dropped.get(reason, 0) + n
         durations = progress.durationMs or {}
         self.batches += 1
+        started = parse_timestamp(progress.timestamp)
         batch = BatchFigures(
             batch_id=int(progress.batchId),
-            started_ms=parse_timestamp(progress.timestamp),
+            started_ms=started,
             input_rows=rows,
             process_ms=int(durations.get("addBatch", 0)),
             commit_ms=int(durations.get("walCommit", 0)) + int(durations.get("commitOffsets", 0)),
             dropped=tuple(sorted(dropped.items())),
+            ended_ms=None
+            if started is None
+            else started + int(durations.get("triggerExecution", 0)),
         )
         self.recent.append(batch)
-        horizon = None if batch.started_ms is None else batch.started_ms - RATE_WINDOW_MS
+        horizon = None if batch.ended_ms is None else batch.ended_ms - RATE_WINDOW_MS
         while len(self.recent) > RECENT_BATCHES:
-            oldest = self.recent[0].started_ms
+            oldest = self.recent[0].ended_ms
             if horizon is not None and oldest is not None and oldest >= horizon:
                 break
             self.recent.popleft()

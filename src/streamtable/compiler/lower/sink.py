@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -9,6 +12,7 @@ from streamtable.compiler.codecs import Codec, SerdeCodec
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.errors import TopologyError
 from streamtable.serde import Serde
+from streamtable.serde.murmur2 import default_partition
 from streamtable.topology.nodes import FileSinkNode, SinkNode
 
 #: The column of :func:`sink_frame` with each record's event time (ms). streamtable's own sink
@@ -52,6 +56,48 @@ def sink_codecs(
             )
         out.append(SerdeCodec(chosen))
     return out[0], out[1]
+
+
+@dataclass(frozen=True)
+class WindowedPartitioner:
+    """Kafka Streams' ``WindowedStreamPartitioner``: a windowed key's partition is that of its
+    inner key (``toPositive(murmur2(inner key bytes)) % partitions``), so every window of a key
+    lands in one partition. ``StreamSinkNode`` installs it for every sink whose key serializer
+    is windowed; a ``None`` key goes to the producer (sticky partitioning).
+
+    Examples
+    --------
+    >>> from streamtable import Serdes
+    >>> from streamtable.serde import Windowed
+    >>> p = WindowedPartitioner(Serdes.string())
+    >>> {p(Windowed("alice", start, start + 60_000), 1, 6) for start in range(0, 240_000, 60_000)}
+    {3}
+    """
+
+    inner: Serde
+
+    def __call__(self, key: Any, value: Any, num_partitions: int) -> int | None:
+        """The partition of windowed ``key`` (``None`` for a null key)."""
+        if key is None:
+            return None
+        return default_partition(self.inner.serialize(key.key), num_partitions)
+
+
+def windowed_partitioner(key: Codec) -> WindowedPartitioner | None:
+    """The partitioner of a sink writing keys with codec ``key``: a
+    :class:`WindowedPartitioner` for a time- or session-windowed serde, else ``None``.
+
+    >>> from streamtable import Serdes
+    >>> windowed_partitioner(SerdeCodec(Serdes.session_windowed(Serdes.long())))
+    WindowedPartitioner(inner=Serdes.long())
+    >>> windowed_partitioner(SerdeCodec(Serdes.string())) is None
+    True
+    """
+    serde = key.serde()
+    inner = getattr(serde, "inner", None)
+    if serde is None or serde.kind not in ("windowed", "session_windowed") or inner is None:
+        return None
+    return WindowedPartitioner(inner)
 
 
 def long_to_bytes(column: str) -> F.Column:
