@@ -550,7 +550,8 @@ class StreamsConfig:
       ``DefaultProductionExceptionHandler``, also accepted as a spelling) or skip the record
       with a warning. Under ``exactly_once_v2`` a record the broker rejects after it was sent
       aborts its task's transaction whatever the handler; one the producer refuses before
-      sending it (too large) is skipped under ``continue`` and the transaction commits. The deprecated ``default.production.exception.handler`` is accepted too.
+      sending it (too large) is skipped under ``continue`` and the transaction commits. The
+      deprecated ``default.production.exception.handler`` is accepted too.
     - ``errors.dead.letter.queue.topic.name`` (str or None; default None):
       Kafka Streams' dead-letter queue (KIP-1034): records a handler skips or fails on
       (deserialization and processing errors) are also written to this topic, with the

@@ -137,6 +137,27 @@ def test_custom_partitioner_fills_sink_partition():
     assert [r["sink_partition"] for r in out] == [1, 2]
 
 
+@pytest.mark.parametrize("returned", [{1, 2}, set(), 1.0, True])
+def test_a_partitioner_returning_anything_but_one_partition_or_none_is_named(returned):
+    # Kafka Streams' multicast (KIP-837: a set of partitions) is not supported; a set used to
+    # raise a bare TypeError, a float or a bool passed
+    stage = RecordStage(
+        ops=(),
+        in_key=STR,
+        in_value=STR,
+        out_key=STR,
+        out_value=STR,
+        partitioner=lambda k, v, n: returned,
+        num_partitions=3,
+    )
+    with pytest.raises(
+        StreamsError,
+        match=r"The partitioner returned .* for key 'a'; it must "
+        r"return one partition \(an int from 0 to 2\) or None .*KIP-837",
+    ):
+        run(stage, [(b"a", b"x", 0, 0, 0)])
+
+
 def test_windowed_codec_matches_kafka_time_windowed_serde():
     codec = WindowedCodec(STR, 3_600_000)
     w = Windowed("JFK", 7_200_000, 10_800_000)

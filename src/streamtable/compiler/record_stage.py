@@ -633,6 +633,13 @@ class RecordStage:
         out = []
         for k, v in zip(K, V, strict=True):
             p = fn(k, v, n)
+            if p is not None and (isinstance(p, bool) or not isinstance(p, int)):
+                raise StreamsError(
+                    f"The partitioner returned {p!r} for key {k!r}; it must return one partition "
+                    f"(an int from 0 to {n - 1}) or None for the default partitioner. Kafka "
+                    "Streams' multicast (a set of partitions, KIP-837) is not supported: write "
+                    "the record to each partition with a sink of its own."
+                )
             if p is not None and not (0 <= p < n):
                 raise StreamsError(
                     f"The partitioner returned partition {p} for key {k!r}; the sink topic has "
