@@ -460,3 +460,39 @@ def test_stream_stream_join_non_matches_come_in_the_outer_join_stores_order():
         [("NoneRa", 10), ("LbNone", 10), ("LcNone", 10), ("LaNone", 12)],  # closed at 20
         [("NoneRz", 20)],
     ]
+
+
+def test_stream_stream_join_with_a_zero_before_emits_every_null_result():
+    # KStreamKStreamLeftJoinTest.testLeftJoinedRecordsWithZeroAfterAreEmitted, mirrored: a
+    # record leaves the join store (retention before + after + grace) when its window closes,
+    # but its null result is owed until emitted (the outer-join store)
+    k = StreamStreamJoinKernel(
+        "J", "left", lambda lv, rv: f"{lv}{rv}", P, P, JoinWindowSpec(0, 10, 0)
+    )
+    seen = _batches(k, [[(b"a", 0, 0, "A")], [(b"b", 10, 0, "B")], [(b"c", 20, 0, "C")]])
+    assert seen == [[], [], [("ANone", 0)]]  # A's window [0, 10] closes once 20 > 10
+    seen = _batches(k, [[(b"a", 0, 0, "A")], [(b"b", 11, 0, "B")], [(b"c", 30, 0, "C")]])
+    assert seen == [[], [("ANone", 0)], [("BNone", 11)]]
+
+
+def test_stream_stream_join_outer_with_a_zero_after_emits_right_null_results():
+    k = StreamStreamJoinKernel(
+        "J", "outer", lambda lv, rv: f"{lv}{rv}", P, P, JoinWindowSpec(10, 0, 0)
+    )
+    seen = _batches(k, [[(b"a", 0, 1, "R")], [(b"b", 10, 0, "L")], [(b"c", 30, 0, "M")]])
+    assert seen == [[], [], [("NoneR", 0), ("LNone", 10)]]
+
+
+def test_a_record_kept_only_for_its_null_result_joins_nothing():
+    # at stream time 10, A@0 is past the join store's retention (0 + 10): Kafka Streams' fetch
+    # for x@10 (from 1 = 10 - 10 + 1) does not find it, though x is in A's window [0, 10]
+    k = StreamStreamJoinKernel(
+        "J", "left", lambda lv, rv: f"{lv}{rv}", P, P, JoinWindowSpec(0, 10, 0)
+    )
+    batches = [
+        [(b"a", 0, 0, "A")],
+        [(b"b", 10, 0, "B")],
+        [(b"a", 10, 1, "x")],
+        [(b"c", 20, 0, "C")],
+    ]
+    assert _batches(k, batches) == [[], [], [], [("ANone", 0)]]

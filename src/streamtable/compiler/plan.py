@@ -296,7 +296,9 @@ class Lowerer:
         parent_node = self.nodes[node.parents[0]]
         hint = self._hint(parent_node)
         key, value = sink_codecs(self.ctx, node, *hint)
-        partitioner = node.partitioner or windowed_partitioner(key)
+        # Kafka Streams' StreamSinkNode partitions windowed keys by their inner key; its
+        # repartition nodes do not
+        partitioner = node.partitioner or (None if node.internal else windowed_partitioner(key))
         if isinstance(parent_node, RecordOpNode) and stage_ops(chain_of(self.nodes, parent_node)):
             chain = chain_of(self.nodes, parent_node)
             base = self.lower(chain[0].parents[0])

@@ -101,7 +101,7 @@ def query_metrics(q: QueryFigures, now_ms: int) -> list[Metric]:
 
     Notes
     -----
-    Rates count what the batches that *started* in the last 30 s (Kafka's default
+    Rates count what the batches that *ended* in the last 30 s (Kafka's default
     ``metrics.sample.window.ms``) did, divided by 30 s. Averages and maxima are over the
     query's recent executed batches (:data:`~streamtable.runtime.progress.RECENT_BATCHES`).
 

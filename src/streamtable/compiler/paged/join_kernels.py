@@ -291,9 +291,11 @@ class StreamStreamJoinKernel:
     Each record joins every buffered record of the other side in its window (left at ``t``
     matches right at ``t - before <= t' <= t + after``), one output per pair with ts = the
     larger timestamp. Left/outer non-matches wait until stream time passes the window's close
-    (stream time >= ``t + after + grace`` for left records, ``t' + before + grace`` for right
-    records; the DSL guide's example emits ``[E, null]`` of ts 40 at ts 60) and are then
-    emitted once as ``joiner(v, None)`` / ``joiner(None, v)``. A record whose window had
+    (stream time > ``t + after + grace`` for left records, ``t' + before + grace`` for right
+    records, as ``KStreamKStreamJoin`` keeps the window open while its close >= stream time;
+    the DSL guide's table, which emits ``[E, null]`` of ts 40 at ts 60, is a millisecond off
+    the code and its tests) and are then emitted once as ``joiner(v, None)`` /
+    ``joiner(None, v)``. A record whose window had
     already closed at the stream time of the end of the previous micro-batch is dropped and
     counted as ``late`` (within a micro-batch the page runs one key after the other, so a
     running maximum would take other keys' later records as passed: in-order records of the
@@ -355,9 +357,11 @@ class StreamStreamJoinKernel:
                 continue
             item = [rec, False]
             matches = []
+            # a record past the join store's retention is kept only to emit its null result
+            gone = None if before is None else before - self.delay_ms
             for other in buf:
                 o = other[0]
-                if o.side == rec.side:
+                if o.side == rec.side or (gone is not None and o.ts <= gone):
                     continue
                 lt, rt = (rec.ts, o.ts) if rec.side == LEFT else (o.ts, rec.ts)
                 if lt - w.before_ms <= rt <= lt + w.after_ms:
@@ -399,10 +403,13 @@ class StreamStreamJoinKernel:
                     side = 1 if rec.side == LEFT else 0
                     pending.append((rec.ts, side, gk, _joined(self, rec, lv, rv, rec.ts)))
                     item[1] = True
-                # the join store's fetch returns ts > stream time - retention (size + grace)
-                if rec.ts > st - self.delay_ms:
+                # Kafka Streams keeps a record in two stores: the join store, whose fetch
+                # returns ts > stream time - retention (before + after + grace), and, until
+                # its null result is out, the outer-join store
+                owes = not item[1] and self._emits_unmatched(rec.side)
+                if rec.ts > st - self.delay_ms or owes:
                     kept.append(item)
-                    if not item[1] and self._emits_unmatched(rec.side):
+                    if owes:
                         c = self._close(rec.side, rec.ts)
                         next_close = c if next_close is None else min(next_close, c)
             if kept:
