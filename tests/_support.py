@@ -17,6 +17,7 @@ __all__ = [
     "produce_records",
     "produce_values",
     "frame_batch",
+    "change_batch",
 ]
 
 
@@ -37,6 +38,31 @@ def frame_batch(rows: list[tuple[Any, ...]]) -> Any:
             pa.array(["in"] * n, pa.string()),
         ],
         names=["key", "value", "ts", "partition", "offset", "seq", "topic"],
+    )
+
+
+def change_batch(changes: list[tuple[Any, Any, Any]], topic: str = "t") -> Any:
+    """An Arrow batch of a table's changes (frame columns plus ``old``) from ``(key, new,
+    old)`` objects, pickled; ``ts`` and ``offset`` count from 0.
+    """
+    import pyarrow as pa
+
+    from streamtable.compiler.codecs import PickleCodec
+    from streamtable.compiler.paged.records import frame_schema
+
+    codec, n = PickleCodec(), len(changes)
+    return pa.RecordBatch.from_pydict(
+        {
+            "key": codec.encode_many([k for k, _, _ in changes]),
+            "value": codec.encode_many([new for _, new, _ in changes]),
+            "ts": list(range(n)),
+            "partition": [0] * n,
+            "offset": list(range(n)),
+            "seq": [0] * n,
+            "topic": [topic] * n,
+            "old": codec.encode_many([old for _, _, old in changes]),
+        },
+        schema=frame_schema(("old", pa.binary())),
     )
 
 

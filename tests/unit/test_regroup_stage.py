@@ -2,32 +2,16 @@
 
 import pickle
 
-import pyarrow as pa
-
+from _support import change_batch
 from streamtable.compiler.codecs import PickleCodec
-from streamtable.compiler.paged.records import frame_schema
 from streamtable.compiler.paged.stages import ADD, SUBTRACT, RegroupStage
 
 P = PickleCodec()
-SCHEMA = frame_schema(("old", pa.binary()))  # a table change: its old value too
 
 
 def regroup(selector, changes):
     """``[(group key, op, value)]`` of the table ``changes`` ``[(key, new, old)]``."""
-    n = len(changes)
-    batch = pa.RecordBatch.from_pydict(
-        {
-            "key": P.encode_many([k for k, _, _ in changes]),
-            "value": P.encode_many([new for _, new, _ in changes]),
-            "ts": list(range(n)),
-            "partition": [0] * n,
-            "offset": list(range(n)),
-            "seq": [0] * n,
-            "topic": ["users"] * n,
-            "old": P.encode_many([old for _, _, old in changes]),
-        },
-        schema=SCHEMA,
-    )
+    batch = change_batch(changes, topic="users")
     out = next(iter(RegroupStage(selector, "by-region", P, P, P)([batch]))).to_pydict()
     return [
         (P.decode_many([k])[0], *pickle.loads(v))

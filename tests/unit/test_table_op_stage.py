@@ -1,37 +1,22 @@
 """``filter``/``map_values`` on a table's changes (:class:`TableOpStage`) without Spark."""
 
-import pyarrow as pa
 import pytest
 
+from _support import change_batch
 from streamtable.compiler.codecs import PickleCodec
-from streamtable.compiler.paged.records import frame_schema
 from streamtable.compiler.paged.stages import TableOpStage
 from streamtable.compiler.paged.user_code import user_code_error
 from streamtable.errors import StreamsError
 from streamtable.topology.nodes import TableOpKind
 
 P = PickleCodec()
-SCHEMA = frame_schema(("old", pa.binary()))
 
 
 def apply(ops, changes, continue_on_error=False):
     """``[(key, new, old)]`` forwarded by the chain ``ops`` for ``changes`` (with ``skipped``
     last under ``continue_on_error``).
     """
-    n = len(changes)
-    batch = pa.RecordBatch.from_pydict(
-        {
-            "key": P.encode_many([k for k, _, _ in changes]),
-            "value": P.encode_many([new for _, new, _ in changes]),
-            "ts": list(range(n)),
-            "partition": [0] * n,
-            "offset": list(range(n)),
-            "seq": [0] * n,
-            "topic": ["t"] * n,
-            "old": P.encode_many([old for _, _, old in changes]),
-        },
-        schema=SCHEMA,
-    )
+    batch = change_batch(changes, topic="t")
     named = tuple((kind, fn, f"op-{i}") for i, (kind, fn) in enumerate(ops))
     out = next(iter(TableOpStage(named, P, P, continue_on_error)([batch]))).to_pydict()
     columns = [P.decode_many(out["key"]), P.decode_many(out["value"]), P.decode_many(out["old"])]
