@@ -496,3 +496,13 @@ def test_a_record_kept_only_for_its_null_result_joins_nothing():
         [(b"c", 20, 0, "C")],
     ]
     assert _batches(k, batches) == [[], [], [], [("ANone", 0)]]
+
+
+def test_each_sides_join_store_keeps_records_by_its_own_time():
+    # a fetch of the left store leaves out ts <= (largest left timestamp) - retention: right
+    # records moving stream time on do not expire left ones (InMemoryWindowStore.fetch)
+    k = StreamStreamJoinKernel(
+        "J", "inner", lambda lv, rv: f"{lv}{rv}", P, P, JoinWindowSpec(0, 10, 0)
+    )
+    batches = [[(b"a", 0, 0, "A")], [(b"b", 10, 1, "y")], [(b"a", 10, 1, "x")]]
+    assert _batches(k, batches) == [[], [], [("Ax", 10)]]

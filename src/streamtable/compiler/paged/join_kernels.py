@@ -284,6 +284,17 @@ class TableTableJoinKernel:
         return _joined(self, rec, lv, rv, ts)
 
 
+def _store_times(meta: dict[str, Any], name: str) -> dict[int, int | None]:
+    """``meta[name]``: the largest timestamp put into each side's join store; a page saved
+    before they were kept has only its stream time, taken for both sides.
+    """
+    times = meta.get(name)
+    if times is None:
+        st = meta.get("stream_time")
+        times = {LEFT: st, RIGHT: st}
+    return times
+
+
 @dataclass
 class StreamStreamJoinKernel:
     """A windowed stream-stream join (``KStreamKStreamJoin`` with KAFKA-10847's outer fix).
@@ -350,19 +361,30 @@ class StreamStreamJoinKernel:
         # may come from another key's later records (a task reads them interleaved)
         # (a page saved before this rule has only the stream time its last batch reached)
         before = meta.setdefault("batch_start_time", meta.get("stream_time"))
+        # each side's join store has its own observed time (the largest timestamp put into
+        # it); its fetch leaves out what is past the retention by that time. As lateness,
+        # judged as the previous micro-batches left it (a page saved without: the stream time)
+        times = meta.setdefault("store_times", _store_times(meta, "store_times"))
+        gone_before = {
+            side: (t - self.delay_ms if t is not None else None)
+            for side, t in meta.setdefault("batch_store_times", dict(times)).items()
+        }
         for rec in records:
             meta["stream_time"] = max(meta.get("stream_time", rec.ts), rec.ts)
             if before is not None and self._close(rec.side, rec.ts) < before:
                 self.drops["late"] = self.drops.get("late", 0) + 1
                 continue
+            t = times.get(rec.side)
+            times[rec.side] = rec.ts if t is None or rec.ts > t else t
             item = [rec, False]
             matches = []
-            # a record past the join store's retention is kept only to emit its null result
-            gone = None if before is None else before - self.delay_ms
             for other in buf:
                 o = other[0]
-                if o.side == rec.side or (gone is not None and o.ts <= gone):
+                if o.side == rec.side:
                     continue
+                gone = gone_before.get(o.side)
+                if gone is not None and o.ts <= gone:
+                    continue  # past the join store's retention: kept for its null result
                 lt, rt = (rec.ts, o.ts) if rec.side == LEFT else (o.ts, rec.ts)
                 if lt - w.before_ms <= rt <= lt + w.after_ms:
                     matches.append(other)
@@ -389,6 +411,8 @@ class StreamStreamJoinKernel:
         if st is None:
             return []
         meta["batch_start_time"] = st
+        times = _store_times(meta, "store_times")
+        meta["batch_store_times"] = dict(times)
         pending: list[tuple[int, int, bytes, Out]] = []
         next_close = None
         for gk in list(entries):
@@ -403,11 +427,13 @@ class StreamStreamJoinKernel:
                     side = 1 if rec.side == LEFT else 0
                     pending.append((rec.ts, side, gk, _joined(self, rec, lv, rv, rec.ts)))
                     item[1] = True
-                # Kafka Streams keeps a record in two stores: the join store, whose fetch
-                # returns ts > stream time - retention (before + after + grace), and, until
-                # its null result is out, the outer-join store
+                # Kafka Streams keeps a record in two stores: its side's join store, whose
+                # fetch returns ts > the store's time - retention (before + after + grace),
+                # and, until its null result is out, the outer-join store
                 owes = not item[1] and self._emits_unmatched(rec.side)
-                if rec.ts > st - self.delay_ms or owes:
+                store_time = times.get(rec.side)
+                matchable = store_time is None or rec.ts > store_time - self.delay_ms
+                if matchable or owes:
                     kept.append(item)
                     if owes:
                         c = self._close(rec.side, rec.ts)
