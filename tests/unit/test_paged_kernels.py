@@ -405,6 +405,13 @@ def test_stream_stream_join_emits_left_non_matches_only_after_the_window_closes(
     assert seen[4:] == [[], [], ["ENone"]]
 
 
+def _join(join_type, before, after, grace):
+    """A stream-stream join kernel joining values as ``f"{left}{right}"``."""
+    return StreamStreamJoinKernel(
+        "J", join_type, lambda lv, rv: f"{lv}{rv}", P, P, JoinWindowSpec(before, after, grace)
+    )
+
+
 def _batches(kernel, batches):
     """Feed ``batches`` of ``(key, ts, side, value)``; each batch's outputs (value, ts)."""
     entries, meta, seen = {}, {}, []
@@ -423,9 +430,7 @@ def _batches(kernel, batches):
 def test_stream_stream_join_window_closes_after_stream_time_passes_it_not_at_it():
     # KStreamKStreamJoin.isOuterJoinWindowOpen: open while ts + after + grace >= stream time.
     # L0's window [0, 10] is open at stream time 10: R10 still joins it, no null result
-    k = StreamStreamJoinKernel(
-        "J", "left", lambda lv, rv: f"{lv}{rv}", P, P, JoinWindowSpec(10, 10, 0)
-    )
+    k = _join("left", 10, 10, 0)
     seen = _batches(k, [[(b"a", 0, 0, "L"), (b"b", 10, 0, "M")], [(b"a", 10, 1, "R")]])
     assert seen == [[], [("LR", 10)]]
 
@@ -433,27 +438,21 @@ def test_stream_stream_join_window_closes_after_stream_time_passes_it_not_at_it(
 def test_stream_stream_join_buffer_keeps_what_kafka_streams_join_store_returns():
     # the join store's retention is before + after + grace; a fetch returns ts > stream time -
     # retention: at stream time 20, L0 is gone, and R10 finds nothing (its null result was out)
-    k = StreamStreamJoinKernel(
-        "J", "left", lambda lv, rv: f"{lv}{rv}", P, P, JoinWindowSpec(10, 10, 0)
-    )
+    k = _join("left", 10, 10, 0)
     seen = _batches(k, [[(b"a", 0, 0, "L"), (b"b", 20, 0, "M")], [(b"a", 10, 1, "R")]])
     assert seen == [[("LNone", 0)], []]
 
 
 def test_stream_stream_join_matches_come_in_the_other_sides_timestamp_order():
     # KStreamKStreamJoin fetches the other side's window store: matches in timestamp order
-    k = StreamStreamJoinKernel(
-        "J", "inner", lambda lv, rv: f"{lv}{rv}", P, P, JoinWindowSpec(10, 10, 0)
-    )
+    k = _join("inner", 10, 10, 0)
     seen = _batches(k, [[(b"a", 5, 1, "R5")], [(b"a", 3, 1, "R3")], [(b"a", 4, 0, "L")]])
     assert seen == [[], [], [("LR3", 4), ("LR5", 5)]]
 
 
 def test_stream_stream_join_non_matches_come_in_the_outer_join_stores_order():
     # Kafka Streams' outer-join store iterates by timestamp, then right before left, then key
-    k = StreamStreamJoinKernel(
-        "J", "outer", lambda lv, rv: f"{lv}{rv}", P, P, JoinWindowSpec(1, 1, 0)
-    )
+    k = _join("outer", 1, 1, 0)
     first = [(b"b", 10, 0, "Lb"), (b"a", 12, 0, "La"), (b"a", 10, 1, "Ra"), (b"c", 10, 0, "Lc")]
     seen = _batches(k, [[*first, (b"a", 20, 1, "Rz")], [(b"z", 100, 0, "Z")]])
     assert seen == [
@@ -466,9 +465,7 @@ def test_stream_stream_join_with_a_zero_before_emits_every_null_result():
     # KStreamKStreamLeftJoinTest.testLeftJoinedRecordsWithZeroAfterAreEmitted, mirrored: a
     # record leaves the join store (retention before + after + grace) when its window closes,
     # but its null result is owed until emitted (the outer-join store)
-    k = StreamStreamJoinKernel(
-        "J", "left", lambda lv, rv: f"{lv}{rv}", P, P, JoinWindowSpec(0, 10, 0)
-    )
+    k = _join("left", 0, 10, 0)
     seen = _batches(k, [[(b"a", 0, 0, "A")], [(b"b", 10, 0, "B")], [(b"c", 20, 0, "C")]])
     assert seen == [[], [], [("ANone", 0)]]  # A's window [0, 10] closes once 20 > 10
     seen = _batches(k, [[(b"a", 0, 0, "A")], [(b"b", 11, 0, "B")], [(b"c", 30, 0, "C")]])
@@ -476,9 +473,7 @@ def test_stream_stream_join_with_a_zero_before_emits_every_null_result():
 
 
 def test_stream_stream_join_outer_with_a_zero_after_emits_right_null_results():
-    k = StreamStreamJoinKernel(
-        "J", "outer", lambda lv, rv: f"{lv}{rv}", P, P, JoinWindowSpec(10, 0, 0)
-    )
+    k = _join("outer", 10, 0, 0)
     seen = _batches(k, [[(b"a", 0, 1, "R")], [(b"b", 10, 0, "L")], [(b"c", 30, 0, "M")]])
     assert seen == [[], [], [("NoneR", 0), ("LNone", 10)]]
 
@@ -486,9 +481,7 @@ def test_stream_stream_join_outer_with_a_zero_after_emits_right_null_results():
 def test_a_record_kept_only_for_its_null_result_joins_nothing():
     # at stream time 10, A@0 is past the join store's retention (0 + 10): Kafka Streams' fetch
     # for x@10 (from 1 = 10 - 10 + 1) does not find it, though x is in A's window [0, 10]
-    k = StreamStreamJoinKernel(
-        "J", "left", lambda lv, rv: f"{lv}{rv}", P, P, JoinWindowSpec(0, 10, 0)
-    )
+    k = _join("left", 0, 10, 0)
     batches = [
         [(b"a", 0, 0, "A")],
         [(b"b", 10, 0, "B")],
@@ -501,8 +494,6 @@ def test_a_record_kept_only_for_its_null_result_joins_nothing():
 def test_each_sides_join_store_keeps_records_by_its_own_time():
     # a fetch of the left store leaves out ts <= (largest left timestamp) - retention: right
     # records moving stream time on do not expire left ones (InMemoryWindowStore.fetch)
-    k = StreamStreamJoinKernel(
-        "J", "inner", lambda lv, rv: f"{lv}{rv}", P, P, JoinWindowSpec(0, 10, 0)
-    )
+    k = _join("inner", 0, 10, 0)
     batches = [[(b"a", 0, 0, "A")], [(b"b", 10, 1, "y")], [(b"a", 10, 1, "x")]]
     assert _batches(k, batches) == [[], [], [("Ax", 10)]]

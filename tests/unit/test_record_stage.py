@@ -123,16 +123,21 @@ def test_user_exception_names_the_operator():
         run(stage, [(b"k", b"v", 0, 0, 0)])
 
 
-def test_custom_partitioner_fills_sink_partition():
-    stage = RecordStage(
+def partitioning_stage(partitioner):
+    """A stage that only partitions string records for a sink topic of 3 partitions."""
+    return RecordStage(
         ops=(),
         in_key=STR,
         in_value=STR,
         out_key=STR,
         out_value=STR,
-        partitioner=lambda k, v, n: len(v) % n,
+        partitioner=partitioner,
         num_partitions=3,
     )
+
+
+def test_custom_partitioner_fills_sink_partition():
+    stage = partitioning_stage(lambda k, v, n: len(v) % n)
     out = run(stage, [(b"a", b"xxxx", 0, 0, 0), (b"b", b"xx", 0, 0, 1)])
     assert [r["sink_partition"] for r in out] == [1, 2]
 
@@ -141,15 +146,7 @@ def test_custom_partitioner_fills_sink_partition():
 def test_a_partitioner_returning_anything_but_one_partition_or_none_is_named(returned):
     # Kafka Streams' multicast (KIP-837: a set of partitions) is not supported; a set used to
     # raise a bare TypeError, a float or a bool passed
-    stage = RecordStage(
-        ops=(),
-        in_key=STR,
-        in_value=STR,
-        out_key=STR,
-        out_value=STR,
-        partitioner=lambda k, v, n: returned,
-        num_partitions=3,
-    )
+    stage = partitioning_stage(lambda k, v, n: returned)
     with pytest.raises(
         StreamsError,
         match=r"The partitioner returned .* for key 'a'; it must "

@@ -13,6 +13,7 @@ from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.errors import TopologyError
 from streamtable.serde import Serde
 from streamtable.serde.murmur2 import default_partition
+from streamtable.serde.windowed import SessionWindowedSerde, TimeWindowedSerde
 from streamtable.topology.nodes import FileSinkNode, SinkNode
 
 #: The column of :func:`sink_frame` with each record's event time (ms). streamtable's own sink
@@ -94,10 +95,9 @@ def windowed_partitioner(key: Codec) -> WindowedPartitioner | None:
     True
     """
     serde = key.serde()
-    inner = getattr(serde, "inner", None)
-    if serde is None or serde.kind not in ("windowed", "session_windowed") or inner is None:
-        return None
-    return WindowedPartitioner(inner)
+    if isinstance(serde, TimeWindowedSerde | SessionWindowedSerde):
+        return WindowedPartitioner(serde.inner)
+    return None
 
 
 def long_to_bytes(column: str) -> F.Column:
