@@ -3,7 +3,8 @@
 The expected results come from an independent model of Kafka Streams' rules written here: per
 source partition, stream time is the running maximum of timestamps in offset order; a record
 is late for a window when that stream time (itself included) has reached the window's
-end + grace; a suppressed window is emitted once every partition's stream time has passed it.
+end + grace; a suppressed window is emitted once the stream time of its key's partition has
+passed it (Kafka Streams closes a task's windows by the task's stream time).
 """
 
 import random
@@ -55,27 +56,28 @@ def make_input(seed):
             recs.append(
                 (rng.choice(keys[p]), max(0, t - rng.choice([0, 0, 0, 3_000, 12_000, 25_000])))
             )
-        # a last record far ahead closes every earlier window of this partition
-        recs.append((keys[p][0], t + 100_000))
+        if p == 0:
+            # a last record far ahead closes every earlier window of partition 0's keys, while
+            # partition 1 stops delivering: its own keys' windows stay open
+            recs.append((keys[p][0], t + 100_000))
         parts[p] = recs
     return parts
 
 
 def model(parts):
     """(final counts per (key, window start), late (key, ts, window start) list, emitted finals)."""
-    counts, late, final_times = Counter(), [], []
+    counts, late, finals = Counter(), [], {}
     for recs in parts.values():
-        st = -1
+        st, part_counts = -1, Counter()
         for key, ts in recs:
             st = max(st, ts)
             start = ts - ts % SIZE
             if start + SIZE + GRACE <= st:
                 late.append((key, ts, start))
             else:
-                counts[(key, start)] += 1
-        final_times.append(st)
-    low = min(final_times)
-    finals = {kw: n for kw, n in counts.items() if kw[1] + SIZE + GRACE <= low}
+                part_counts[(key, start)] += 1
+        counts.update(part_counts)
+        finals.update({kw: n for kw, n in part_counts.items() if kw[1] + SIZE + GRACE <= st})
     return counts, sorted(late), finals
 
 
@@ -129,6 +131,9 @@ def test_suppressed_counts_and_late_records_do_not_depend_on_batch_boundaries(
         produce_records(bs, inp, records, partitions=PARTITIONS)
     _, want_late, want_finals = model(parts)
     assert want_late and want_finals  # the input exercises both
+    # and windows of partition 0's keys that close after partition 1 went quiet
+    quiet_since = max(ts for _k, ts in parts[1])
+    assert any(s + SIZE + GRACE > quiet_since for _k, s in want_finals)
 
     results = []
     for batch_limit in (7, None):  # many small micro-batches, then everything in one

@@ -17,7 +17,8 @@ departure delay) and writes:
   as flights arrive: ``{origin, window_start, window_end, departures}``.
 
 Stream time is tracked per partition of ``flights`` (see ``docs/time-and-windows.md``): a
-window closes once every partition has read a flight scheduled at least its end + grace.
+window closes once every partition that delivered flights of its key (tail number, origin)
+has read a flight scheduled at least its end + grace.
 """
 
 from __future__ import annotations

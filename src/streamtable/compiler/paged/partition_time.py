@@ -21,10 +21,12 @@ contiguous, offset-ordered range (a *chunk*) of one Kafka partition:
   micro-batch that end before the record.
 
 Every page receives every chunk summary, so all pages agree on each partition's time after each
-micro-batch. The operator's **low watermark** is the smallest partition time over the source
-partitions that have delivered records to it; a window (or buffered result) is closed once the
-low watermark has passed its close time, because then no partition can still deliver a record
-that would be accepted into it.
+micro-batch, and keep them in their meta (``partition_times``). The operator's **low
+watermark** is the smallest partition time over the source partitions that have delivered
+records to it. A window closes once its key's time has passed its close time: the smallest
+partition time over the partitions that delivered the key (``WindowKernel.key_time``), because
+then none of them can still deliver a record of the key that would be accepted into it. A
+time-limited suppression (one stream time, ``single``) evicts by the low watermark.
 """
 
 from __future__ import annotations

@@ -117,8 +117,8 @@ class SessionWindowKernel(BoundaryEmitKernel):
             )
         return call_user(fn, (key, agg1, agg2), self.spec.node_name, "merger", rec)
 
-    def process(  # noqa: D102
-        self, gk: bytes, records: list[Rec], entry: Any, meta: dict[str, Any]
+    def process_key(  # noqa: D102
+        self, gk: bytes, records: list[Rec], entry: Any, meta: dict[str, Any], floor: int | None
     ) -> tuple[Any, list[Out]]:
         w = self.spec.windows
         assert isinstance(w, SessionWindowSpec)
@@ -128,12 +128,11 @@ class SessionWindowKernel(BoundaryEmitKernel):
         sessions: dict[tuple[int, int], Window] = entry if entry is not None else {}
         changed: dict[tuple[int, int], Rec] = {}
         finals: list[Out] = []
-        low = meta.get("low")
         # the latest session end put: the store has seen at least that time
         seen = max((e for _, e in sessions), default=None)
         for rec, value in zip(records, values, strict=True):
             ts = rec.ts
-            st = self.stream_time(rec, low)
+            st = self.stream_time(rec, floor)
             before = time_before(rec, st)
             if seen is not None and seen > before:
                 before = seen  # a record of this key at the same largest timestamp came first
@@ -150,7 +149,7 @@ class SessionWindowKernel(BoundaryEmitKernel):
                 agg = self.merge(key, agg, sessions[(s, e)][0], rec)
                 start, end = min(start, s), max(end, e)
             if end < st - gap - w.grace_ms:
-                self.drop_late(rec, start, end)
+                self.drop_late(rec, start, end, st)
                 continue
             merged = (start, end)
             # the found sessions change; so does a session the store no longer returns that

@@ -71,12 +71,16 @@ class BoundaryEmitKernel(WindowKernel):
 
     With ``spec.emit_final``, Kafka Streams' suppression buffer emits a window when stream time
     reaches its close time and emits every later update of it at once. :meth:`after_batch`
-    emits closed windows at the low watermark; these helpers add what happens between records:
+    emits closed windows at their key time; these helpers add what happens between records:
 
     - :meth:`before_change`: a window about to change (or be merged away) whose close time had
       already been reached before the record was read is emitted first, with its old value;
     - :meth:`after_change`: a changed window whose close time the record's stream time has
       reached is emitted at once; otherwise it is pending again (emitted at its close time).
+
+    Both judge by :meth:`~.window_kernels.WindowKernel.release_time`: for a key read from
+    several partitions, only :meth:`after_batch` releases windows, by the key time (a slower
+    partition of the key can still change them).
 
     Without ``emit_final`` both do nothing.
     """
@@ -85,7 +89,11 @@ class BoundaryEmitKernel(WindowKernel):
         self, gk: bytes, window: tuple[int, int], w: Window, rec: Rec, before: int, outs: list[Out]
     ) -> None:
         """Emit ``w`` (its value before ``rec``) if suppression had released it already."""
-        if self.spec.emit_final and not w[2] and self.close_time(*window) <= before:
+        if (
+            self.spec.emit_final
+            and not w[2]
+            and self.close_time(*window) <= self.release_time(before)
+        ):
             w[2] = True
             outs.append(self.final_out(gk, window, w, rec))
 
@@ -102,7 +110,7 @@ class BoundaryEmitKernel(WindowKernel):
         """Emit ``w`` now if it is closed at ``st``, else leave it to :meth:`after_batch`."""
         if not self.spec.emit_final:
             return
-        if self.close_time(*window) <= st:
+        if self.close_time(*window) <= self.release_time(st):
             w[2] = True
             outs.append(self.final_out(gk, window, w, rec))
         else:
@@ -151,17 +159,16 @@ class SlidingWindowKernel(BoundaryEmitKernel):
         w = self.spec.windows
         return start + 3 * w.size_ms + w.grace_ms + 1
 
-    def process(  # noqa: D102
-        self, gk: bytes, records: list[Rec], entry: Any, meta: dict[str, Any]
+    def process_key(  # noqa: D102
+        self, gk: bytes, records: list[Rec], entry: Any, meta: dict[str, Any], floor: int | None
     ) -> tuple[Any, list[Out]]:
         w = self.spec.windows
         assert isinstance(w, SlidingWindowSpec)
         key, values = self.decode(gk, records)
         windows: dict[tuple[int, int], Window] = entry if entry is not None else {}
         run = _SlidingRun(self, gk, key, windows, meta, w.time_difference_ms, w.grace_ms)
-        low = meta.get("low")
         for rec, value in zip(records, values, strict=True):
-            run.record(rec, value, self.stream_time(rec, low))
+            run.record(rec, value, self.stream_time(rec, floor))
         outs = run.finals
         if not self.spec.emit_final:
             outs = [
@@ -198,7 +205,7 @@ class _SlidingRun:
         self.close = st - self.grace  # windowCloseTime
         ts, d = rec.ts, self.d
         if ts + d < self.close:
-            self.k.drop_late(rec, ts, ts + d)
+            self.k.drop_late(rec, ts, ts + d, self.st)
         elif ts < d:
             self.early()
         else:
@@ -289,7 +296,7 @@ class _SlidingRun:
         """
         rec, k = self.rec, self.k
         if window[1] < self.close:
-            k.drop_late(rec, *window)
+            k.drop_late(rec, *window, self.st)
             return
         w = self.windows.get(window)
         if w is not None:

@@ -12,11 +12,19 @@ Follows Kafka Streams' ``KStreamWindowAggregate``:
   within a source partition, so the result does not depend on batch boundaries.
 
 Stream time comes from :mod:`.partition_time`: each record carries its source partition's time
-(``Rec.stream_time``), and :meth:`WindowKernel.after_batch` receives the operator's low
-watermark, the smallest partition time, which closes windows (final results) and expires them
-from state (after the retention, by default size + grace).
+(``Rec.stream_time``). A key's windows close (final results) and leave state (after the
+retention, by default size + grace) by the **key time**: the smallest partition time over the
+source partitions that have delivered records of the key (:meth:`WindowKernel.key_time`). With
+one source partition per key that is the partition's own time, as Kafka Streams closes a
+task's windows by the task's stream time: a partition that stops delivering holds only the
+windows of its own keys.
 
-State entry per key: ``{(start, end): [aggregate, ts, emitted]}`` (ms).
+State entry per key: ``{(start, end): [aggregate, ts, emitted]}`` (ms). The page meta says
+which partitions delivered each key in state: ``source_sets``, a list of distinct
+``((topic, partition), ...)``, and ``sources``, ``{key: index in source_sets}`` (a few bytes
+per key); ``floors``, ``{key: least key time}``, for keys that left state or gained a
+partition, while the low watermark is below it (see :meth:`WindowKernel.process`). A key of a
+page saved without them takes the partitions of its next records as its sources.
 """
 
 from __future__ import annotations
@@ -41,6 +49,43 @@ def _per_page(bound: int | None) -> int | None:
     return None if bound is None else -(-bound // STATE_PAGES)
 
 
+#: ``source_sets`` are compacted (unused ones dropped) only past this many, and when more than
+#: half are unused.
+_MAX_UNUSED_SETS = 64
+
+#: Below every stream time (ms).
+_NEVER = -(2**63)
+
+#: Source partitions of a key: ``((topic, partition), ...)``, sorted.
+Sources = tuple[tuple[str, int], ...]
+
+
+def compact_sources(meta: dict[str, Any]) -> None:
+    """Drop the ``source_sets`` no key uses any more, renumbering ``sources``."""
+    sets: list[Sources] = meta.get("source_sets", [])
+    renumbered: dict[int, int] = {}
+    kept: list[Sources] = []
+    keyed: dict[bytes, int] = meta.get("sources", {})
+    for gk, i in keyed.items():
+        n = renumbered.get(i)
+        if n is None:
+            n = renumbered[i] = len(kept)
+            kept.append(sets[i])
+        keyed[gk] = n
+    meta["source_sets"] = kept
+
+
+def _next_close(meta: dict[str, Any]) -> dict[Any, int]:
+    """``meta["next_close"]``: source partitions -> the earliest time a window of a key read
+    from them is due (``None``: keys whose sources are not known). A page saved before kept
+    one time for all its keys: it becomes the time of the keys whose sources are not known.
+    """
+    nxt = meta.get("next_close")
+    if not isinstance(nxt, dict):
+        nxt = meta["next_close"] = {} if nxt is None else {None: nxt}
+    return nxt
+
+
 @dataclass(frozen=True)
 class WindowAggregateSpec:
     """What a window kernel needs.
@@ -56,7 +101,7 @@ class WindowAggregateSpec:
     windows : WindowSpec
         The windows (their grace included).
     retention_ms : int
-        A window stays in state until the low watermark reaches ``start + retention_ms``
+        A window stays in state until its key time reaches ``start + retention_ms``
         (sessions: ``end + retention_ms``); at least size + grace.
     emit_final : bool
         ``suppress(until_window_closes)``: no updates, one record per window when it closes.
@@ -94,8 +139,22 @@ class WindowKernel:
     #: ``(record, detail)`` of each late record of the current call (``spec.keep_late``)
     late: list[tuple[Rec, dict[str, Any]]] = field(default_factory=list)
 
-    #: the processor gives records their partition's stream time and calls
-    #: :meth:`after_batch` with the low watermark
+    #: the current key's source partitions while :meth:`process` runs (for :meth:`schedule`)
+    sources: Sources | None = field(default=None, repr=False)
+    #: while :meth:`process` runs: ``None`` when the key's records all come from its one source
+    #: partition (a window can be released at the record that closes it, as in Kafka Streams'
+    #: task), else the key's floor: windows close at the end of the micro-batch
+    release_cap: int | None = field(default=None, repr=False)
+    #: keys that left state in :meth:`process`: ``{key: (sources, floor)}``, for
+    #: :meth:`after_batch` to keep their key time after the micro-batch as their floor
+    leaving: dict[bytes, tuple[Sources | None, int | None]] = field(
+        default_factory=dict, repr=False
+    )
+    #: a page's ``source_sets`` and its reverse index (see :meth:`source_index`)
+    _set_index: tuple[list[Sources], dict[Sources, int]] | None = field(default=None, repr=False)
+
+    #: the processor gives records their partition's stream time, keeps the partition times in
+    #: the page meta (``partition_times``) and calls :meth:`after_batch` with the low watermark
     partition_time = True
 
     # -- what a window kind defines -----------------------------------------------------------
@@ -105,7 +164,7 @@ class WindowKernel:
         raise NotImplementedError
 
     def expire_time(self, start: int, end: int) -> int:
-        """Low watermark at which the window leaves state."""
+        """Key time at which the window leaves state."""
         raise NotImplementedError
 
     def window_key(self, gk: bytes, start: int, end: int) -> bytes:
@@ -129,8 +188,10 @@ class WindowKernel:
         fn = self.spec.aggregation.aggregator
         return call_user(fn, (key, value, agg), self.spec.node_name, "aggregator", rec)
 
-    def drop_late(self, rec: Rec, start: int, end: int) -> None:
-        """Count ``rec`` as late for window ``[start, end]`` (and keep it when asked)."""
+    def drop_late(self, rec: Rec, start: int, end: int, st: int) -> None:
+        """Count ``rec``, judged at stream time ``st``, as late for window ``[start, end]``
+        (and keep it when asked).
+        """
         self.drops[LATE] = self.drops.get(LATE, 0) + 1
         if self.spec.keep_late:
             self.late.append(
@@ -140,27 +201,159 @@ class WindowKernel:
                         "reason": "window-closed",
                         "window_start": start,
                         "window_end": end,
-                        "stream_time": rec.stream_time,
+                        "stream_time": st,
                         "operator": self.spec.node_name,
                     },
                 )
             )
 
+    def release_time(self, st: int) -> int:
+        """The stream time at which a record at ``st`` releases suppressed windows while the
+        key is processed: ``st`` for a key read from one partition, else the key's floor
+        (its windows are released by :meth:`after_batch`).
+        """
+        cap = self.release_cap
+        return st if cap is None or cap > st else cap
+
     @staticmethod
-    def stream_time(rec: Rec, low: int | None) -> int:
-        """The stream time ``rec`` is judged by: its partition's, or the low watermark of the
-        last micro-batch when that is larger (a partition that delivers its first records
-        after others have closed windows must not reopen them).
+    def stream_time(rec: Rec, floor: int | None) -> int:
+        """The stream time ``rec`` is judged by: its partition's, or ``floor`` when that is
+        larger (see :meth:`process`).
         """
         st = rec.stream_time if rec.stream_time is not None else rec.ts
-        return st if low is None or low < st else low
+        return st if floor is None or floor < st else floor
+
+    @staticmethod
+    def key_time(sources: Sources | None, times: dict[Any, int], low: int | None) -> int | None:
+        """The time that closes the windows of a key read from ``sources``: the smallest of
+        their partition times ``times`` (no source partition of the key can still deliver a
+        record of it below that), or ``low`` for a key whose sources are not known.
+
+        >>> WindowKernel.key_time((("t", 0), ("t", 1)), {("t", 0): 50, ("t", 1): 20}, 5)
+        20
+        >>> WindowKernel.key_time(None, {}, 5)
+        5
+        """
+        if not sources:
+            return low
+        t: int | None = None
+        for tp in sources:
+            pt = times.get(tp, low)
+            if pt is None:
+                return low
+            if t is None or pt < t:
+                t = pt
+        return t
+
+    def process(
+        self, gk: bytes, records: list[Rec], entry: Any, meta: dict[str, Any]
+    ) -> tuple[Any, list[Out]]:
+        """Fold one key's records of this micro-batch (in arrival order) into its windows.
+
+        Every record is judged by its partition's stream time, raised to the key's **floor**
+        when that is larger: the key time that closed the key's windows after the last
+        micro-batch (for a key not in state, the key time at which it left state, or the low
+        watermark). A partition that delivers the key for the first time joins its sources;
+        it may be behind the others, so the key keeps its floor as the least key time
+        (``meta["floors"]``, until the low watermark passes it): a key's time never goes
+        back, and no partition can reopen a window that has closed.
+        """
+        keyed: dict[bytes, int] = meta.setdefault("sources", {})
+        sets: list[Sources] = meta.setdefault("source_sets", [])
+        floors: dict[bytes, int] = meta.setdefault("floors", {})
+        low = meta.get("low")
+        had_entry = entry is not None
+        i = keyed.get(gk) if had_entry else None
+        before = None if i is None else sets[i]
+        floor = self.key_time(before, meta.get("partition_times", {}), low) if before else low
+        kept = floors.get(gk) if floors else None
+        if kept is not None and (floor is None or kept > floor):
+            floor = kept
+        if before is not None and len(before) == 1:  # most keys: one partition, no new one
+            topic, part = before[0]
+            for r in records:
+                if r.partition != part or r.topic != topic:
+                    break
+            else:
+                entry, outs = self.run_key(gk, records, entry, meta, floor, before, None)
+                if entry is None:
+                    keyed.pop(gk, None)
+                    self.leaving[gk] = (before, floor)
+                return entry, outs
+        read = {(r.topic, r.partition) for r in records}
+        new = read.difference(before) if before else read
+        sources = (
+            tuple(sorted(read.union(before))) if before and new else before or tuple(sorted(read))
+        )
+        single = len(read) == 1 and len(sources) == 1
+        cap = None if single else (_NEVER if floor is None else floor)
+        if before and new and floor is not None and (low is None or floor > low):
+            floors[gk] = floor  # a joining partition may be behind: the key time stays
+        entry, outs = self.run_key(gk, records, entry, meta, floor, sources, cap)
+        if entry is None:
+            keyed.pop(gk, None)
+            self.leaving[gk] = (sources, floor)
+            return entry, outs
+        if had_entry and before is None:  # a key of a page saved before key times
+            self.sources = sources
+            for start, end in entry:
+                self.schedule(meta, start, end)
+            self.sources = None
+        keyed[gk] = i if i is not None and sources is before else self.source_index(sets, sources)
+        return entry, outs
+
+    def run_key(
+        self,
+        gk: bytes,
+        records: list[Rec],
+        entry: Any,
+        meta: dict[str, Any],
+        floor: int | None,
+        sources: Sources | None,
+        release_cap: int | None,
+    ) -> tuple[Any, list[Out]]:
+        """:meth:`process_key` with :attr:`sources` and :attr:`release_cap` set."""
+        self.sources, self.release_cap = sources, release_cap
+        try:
+            return self.process_key(gk, records, entry, meta, floor)
+        finally:
+            self.sources = self.release_cap = None
+
+    @staticmethod
+    def keep_floor(floors: dict[bytes, int], gk: bytes, t: int | None, low: int | None) -> None:
+        """Keep ``t`` as the least key time of ``gk`` while the low watermark is below it (a
+        partition that never delivered the key, or is behind, must not reopen its windows).
+        """
+        if t is not None and (low is None or t > low):
+            floors[gk] = t
+
+    def source_index(self, sets: list[Sources], sources: Sources) -> int:
+        """The index of ``sources`` in a page's ``source_sets`` (appended when new)."""
+        cache = self._set_index
+        if cache is None or cache[0] is not sets:
+            cache = self._set_index = (sets, {s: n for n, s in enumerate(sets)})
+        n = cache[1].get(sources)
+        if n is None:
+            n = cache[1][sources] = len(sets)
+            sets.append(sources)
+        return n
+
+    def process_key(
+        self, gk: bytes, records: list[Rec], entry: Any, meta: dict[str, Any], floor: int | None
+    ) -> tuple[Any, list[Out]]:
+        """:meth:`process` for one window kind: ``floor`` is the key's stream-time floor."""
+        raise NotImplementedError
 
     def schedule(self, meta: dict[str, Any], start: int, end: int) -> None:
-        """Make sure :meth:`after_batch` looks at the page when this window closes/expires."""
+        """Make sure :meth:`after_batch` looks at the page when this window of the current
+        key closes/expires: ``meta["next_close"]`` maps source partitions to the earliest time
+        a window of a key read from them is due.
+        """
         t = self.close_time(start, end) if self.spec.emit_final else self.expire_time(start, end)
-        nxt = meta.get("next_close")
-        if nxt is None or t < nxt:
-            meta["next_close"] = t
+        nxt = _next_close(meta)
+        have = nxt.get(self.sources)
+        if have is None or t < have:
+            nxt[self.sources] = t
 
     def update_out(self, gk: bytes, start: int, end: int, window: list[Any], rec: Rec) -> Out:
         """The update record of a changed window (emit-on-update)."""
@@ -170,38 +363,84 @@ class WindowKernel:
     def after_batch(
         self, entries: dict[bytes, Any], meta: dict[str, Any], low: int | None
     ) -> list[Out]:
-        """Emit the final result of every window the low watermark has closed (emit-final),
-        and drop windows past their retention from state.
+        """Emit the final result of every window its key time has closed (emit-final), and
+        drop windows past their retention from state.
+
+        ``low`` is the low watermark (the key time of keys whose sources are not known);
+        ``meta["partition_times"]`` holds the partition times after this micro-batch.
         """
-        if low is not None:
+        times: dict[Any, int] = meta.get("partition_times", {})
+        floors: dict[bytes, int] = meta.setdefault("floors", {})
+        before = meta.get("low")
+        if before is not None and (low is None or before > low):
+            low = before  # a partition's first records must not take back what has closed
+        if low is not None and low != before:
             meta["low"] = low
-        nxt = meta.get("next_close")
-        if low is None or nxt is None or low < nxt:
+            if floors:
+                for gk in [gk for gk, t in floors.items() if t <= low]:
+                    del floors[gk]
+        if self.leaving:  # keys that left state in process: their key time after the batch
+            for gk, (srcs, floor) in self.leaving.items():
+                if gk not in entries:
+                    kt = self.key_time(srcs, times, low)
+                    if kt is None or (floor is not None and floor > kt):
+                        kt = floor
+                    self.keep_floor(floors, gk, kt, low)
+            self.leaving = {}
+        nxt = _next_close(meta)
+        due = False
+        for srcs, t in nxt.items():
+            kt = self.key_time(srcs, times, low)
+            if kt is not None and t <= kt:
+                due = True
+                break
+        if not due:
             if self.spec.emit_final:
                 self.check_buffer(entries)
             return []
         emit_final = self.spec.emit_final
+        sets: list[Sources] = meta.get("source_sets", [])
+        keyed: dict[bytes, int] = meta.get("sources", {})
+        key_times: dict[int | None, int | None] = {None: low}  # per source set
         finals: list[tuple[int, bytes, Out]] = []
-        new_next: int | None = None
+        new_next: dict[Any, int] = {}
         for gk in list(entries):
             windows = entries[gk]
+            i = keyed.get(gk)
+            srcs = None if i is None else sets[i]
+            if i in key_times:
+                kt = key_times[i]
+            else:
+                kt = key_times[i] = self.key_time(srcs, times, low)
+            if floors:
+                kept = floors.get(gk)
+                if kept is not None and (kt is None or kept > kt):
+                    kt = kept
+            key_next = new_next.get(srcs)
             for (start, end), w in list(windows.items()):
                 if emit_final and not w[2]:
                     close = self.close_time(start, end)
-                    if close <= low:
+                    if kt is not None and close <= kt:
                         w[2] = True
                         key = self.window_key(gk, start, end)
                         out = Out(key, pickle.dumps(w[0], protocol=5), None, w[1])
                         finals.append((end, key, out))
-                    elif new_next is None or close < new_next:
-                        new_next = close
+                    elif key_next is None or close < key_next:
+                        key_next = close
                 expire = self.expire_time(start, end)
-                if expire <= low:
+                if kt is not None and expire <= kt:
                     del windows[(start, end)]
-                elif (not emit_final or w[2]) and (new_next is None or expire < new_next):
-                    new_next = expire
+                elif (not emit_final or w[2]) and (key_next is None or expire < key_next):
+                    key_next = expire
+            if key_next is not None:
+                new_next[srcs] = key_next
             if not windows:
                 del entries[gk]
+                keyed.pop(gk, None)
+                self.keep_floor(floors, gk, kt, low)
+        if len(sets) > _MAX_UNUSED_SETS and len(sets) > 2 * len(set(keyed.values())):
+            compact_sources(meta)
+            self._set_index = None
         meta["next_close"] = new_next
         finals.sort(key=lambda f: (f[0], f[1]))
         if emit_final:
@@ -238,12 +477,6 @@ class WindowKernel:
                 "Suppressed.until_window_closes shuts down when full (Kafka Streams' "
                 "shutDownWhenFull). Raise the BufferConfig bound or use BufferConfig.unbounded()."
             )
-
-    def process(
-        self, gk: bytes, records: list[Rec], entry: Any, meta: dict[str, Any]
-    ) -> tuple[Any, list[Out]]:
-        """Fold one key's records of this micro-batch (in arrival order) into its windows."""
-        raise NotImplementedError
 
 
 @dataclass
@@ -289,8 +522,8 @@ class TimeWindowKernel(WindowKernel):
             return windows.bounds_for(rec.ts)
         return call_user(windows.bounds_for, (rec.ts,), self.spec.node_name, "windows_for", rec)
 
-    def process(  # noqa: D102
-        self, gk: bytes, records: list[Rec], entry: Any, meta: dict[str, Any]
+    def process_key(  # noqa: D102
+        self, gk: bytes, records: list[Rec], entry: Any, meta: dict[str, Any], floor: int | None
     ) -> tuple[Any, list[Out]]:
         w = self.spec.windows
         assert isinstance(w, TimeWindowSpec | CustomWindowSpec)
@@ -298,12 +531,11 @@ class TimeWindowKernel(WindowKernel):
         windows: dict[tuple[int, int], list[Any]] = entry if entry is not None else {}
         changed: dict[tuple[int, int], Rec] = {}
         deleted: dict[tuple[int, int], int] = {}  # window -> its tombstone's timestamp
-        closed_before = meta.get("low")
         for rec, value in zip(records, values, strict=True):
-            st = self.stream_time(rec, closed_before)
+            st = self.stream_time(rec, floor)
             for start, end in self.bounds_for(w, rec):
                 if end + w.grace_ms <= st:
-                    self.drop_late(rec, start, end)
+                    self.drop_late(rec, start, end, st)
                     continue
                 window = windows.get((start, end))
                 if window is None:
