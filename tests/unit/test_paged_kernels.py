@@ -360,9 +360,10 @@ def test_stream_stream_join_in_one_micro_batch_does_not_take_another_keys_record
     outs += k.after_batch(entries, meta, 0)
     assert [(pickle.loads(o.value), o.ts) for o in outs] == [("LR", 55)]
     assert k.drops == {}
-    # the next micro-batch judges lateness by the stream time this one reached (100)
+    # the next micro-batch judges by the stores' times this one reached (left: 100): L is past
+    # the left store's retention (100 - 20), so S finds nothing; it is not dropped
     entry, o = k.process(b"k200", [r(60, 1, "S", key=b"k200")], entries.get(b"k200"), meta)
-    assert o == [] and k.drops == {"late": 1}
+    assert o == [] and k.drops == {}
 
 
 @pytest.mark.parametrize(
@@ -497,3 +498,35 @@ def test_each_sides_join_store_keeps_records_by_its_own_time():
     k = _join("inner", 0, 10, 0)
     batches = [[(b"a", 0, 0, "A")], [(b"b", 10, 1, "y")], [(b"a", 10, 1, "x")]]
     assert _batches(k, batches) == [[], [], [("Ax", 10)]]
+
+
+def test_a_late_stream_stream_record_still_joins_what_the_other_store_holds():
+    # KStreamKStreamJoin drops no record for lateness: L@45 arrives when its window [35, 55]
+    # has closed (stream time 75), and joins R@50, still in the right store (retention 20)
+    k = _join("left", 10, 10, 0)
+    seen = _batches(k, [[(b"a", 50, 1, "R"), (b"b", 75, 0, "X")], [(b"a", 45, 0, "L")]])
+    assert seen == [[], [("LR", 50)]]
+    assert k.drops == {}
+
+
+def test_a_record_past_its_window_end_gets_its_null_result_at_once_and_still_joins():
+    # KStreamKStreamJoin: without a match, a record whose window end (ts + after) is before
+    # stream time is emitted at once, not kept for the grace; a right record that comes within
+    # the grace still joins it (the join store has it)
+    k = _join("left", 10, 10, 20)
+    batches = [[(b"x", 100, 0, "X")], [(b"a", 85, 0, "L")], [(b"a", 90, 1, "R")]]
+    assert _batches(k, batches) == [[], [("LNone", 85)], [("LR", 90)]]
+    # a late record without a match: its null result at once too
+    k = _join("left", 10, 10, 0)
+    assert _batches(k, [[(b"x", 100, 0, "X")], [(b"a", 50, 0, "L")]]) == [[], [("LNone", 50)]]
+
+
+def test_a_window_ending_before_its_record_gets_its_null_result_at_once():
+    # JoinWindows with a negative after: L@100's window [90, 95] ends before L itself, and
+    # KStreamKStreamJoin (stream time advanced by L first) emits L's null result at once; R@93
+    # still joins it
+    k = _join("left", 10, -5, 20)
+    assert _batches(k, [[(b"a", 100, 0, "L")], [(b"a", 93, 1, "R")]]) == [
+        [("LNone", 100)],
+        [("LR", 100)],
+    ]

@@ -82,12 +82,9 @@ def lower_join(lowerer: Lowerer, node: JoinNode, want_value: Codec | None = None
         w = node.windows
         assert w is not None
         kernel = StreamStreamJoinKernel(*_kernel_args(node, left, right), w, out_codec=out_codec)
+        # no late drops: KStreamKStreamJoin joins a late record with what its stores hold
         df = run_paged(
-            ctx,
-            [left, right],
-            kernel,
-            drop_reasons=("late",),
-            watermark_delay_ms=w.before_ms + w.after_ms + w.grace_ms,
+            ctx, [left, right], kernel, watermark_delay_ms=w.before_ms + w.after_ms + w.grace_ms
         )
         return Frame(frame_columns_only(df), left.key_codec, out_codec, stateful=True)
 

@@ -306,11 +306,15 @@ class StreamStreamJoinKernel:
     records, as ``KStreamKStreamJoin`` keeps the window open while its close >= stream time;
     the DSL guide's table, which emits ``[E, null]`` of ts 40 at ts 60, is a millisecond off
     the code and its tests) and are then emitted once as ``joiner(v, None)`` /
-    ``joiner(None, v)``. A record whose window had
-    already closed at the stream time of the end of the previous micro-batch is dropped and
-    counted as ``late`` (within a micro-batch the page runs one key after the other, so a
-    running maximum would take other keys' later records as passed: in-order records of the
-    next key were dropped).
+    ``joiner(None, v)``. As in ``KStreamKStreamJoin``, no record is dropped for
+    lateness: a record without a match whose window's end (``t + after`` for a left record,
+    ``t' + before`` for a right one) is before stream time gets its null result at once
+    rather than waiting for the grace, late or not, and a record past its side's join store
+    retention (``before + after + grace`` before the store's observed time) still joins
+    what the other side's store holds but is not kept to join later records (the store drops
+    the put). These decisions use the stream time of the end of the previous micro-batch
+    (within a micro-batch the page runs one key after the other, so a running maximum would
+    take other keys' later records as passed).
 
     Stream time is the largest timestamp seen by the page, or Spark's watermark plus the
     operator's delay when that is larger (the watermark covers every page). Page timers
@@ -371,9 +375,6 @@ class StreamStreamJoinKernel:
         }
         for rec in records:
             meta["stream_time"] = max(meta.get("stream_time", rec.ts), rec.ts)
-            if before is not None and self._close(rec.side, rec.ts) < before:
-                self.drops["late"] = self.drops.get("late", 0) + 1
-                continue
             t = times.get(rec.side)
             times[rec.side] = rec.ts if t is None or rec.ts > t else t
             item = [rec, False]
@@ -397,6 +398,21 @@ class StreamStreamJoinKernel:
                 outs.append(_joined(self, rec, lrec.value, rrec.value, max(rec.ts, o.ts)))
                 item[1] = True
                 other[1] = True
+            # stream time with the record itself (KStreamKStreamJoin advances it first)
+            now = rec.ts if before is None or before < rec.ts else before
+            if not matches and max(0, self._close(rec.side, rec.ts) - w.grace_ms) < now:
+                # past its window's end (timeTo < stream time; a negative `after` ends it
+                # before its own timestamp): KStreamKStreamJoin emits the null result at once
+                # instead of keeping the record for it, late or not
+                if self._emits_unmatched(rec.side):
+                    lv, rv = (rec.value, None) if rec.side == LEFT else (None, rec.value)
+                    outs.append(_joined(self, rec, lv, rv, rec.ts))
+                item[1] = True
+            own_gone = gone_before.get(rec.side)
+            if item[1] and own_gone is not None and rec.ts <= own_gone:
+                # the join store drops a put past its retention: it joins no later record (one
+                # that still owes its null result is kept for it, as the outer-join store does)
+                continue
             buf.append(item)
         return (buf or None), outs
 
