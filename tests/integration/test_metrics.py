@@ -173,3 +173,42 @@ def test_the_batch_after_an_idle_report_is_counted(spark, tmp_path):
         q.stop()
     (figures,) = ledger.snapshot()
     assert (figures.batches, figures.input_rows) == (1, 2)
+
+
+def test_records_lag_counts_records_written_since_the_last_micro_batch(
+    kafka_broker, spark, topic_name, app_config
+):
+    """Kafka's records-lag is the partition's end now minus the consumer's position: records
+    written after the last micro-batch count at once, not from the next batch's planning."""
+    from _support import ensure_topics, produce_records, wait_until
+
+    bs = kafka_broker.bootstrap_servers
+    src, out = topic_name("in"), topic_name("out")
+    ensure_topics(bs, {src: 2, out: 1})
+    produce_records(bs, src, [(b"k", b"v", 1_000)] * 3, partitions=2)
+
+    b = StreamsBuilder()
+    b.stream(src, key_serde=Serdes.string(), value_serde=Serdes.string()).to(out)
+    # one micro-batch at the start, the next one ten minutes later
+    app = KafkaStreams(b.build(), app_config(**{"commit.interval.ms": 600_000}))
+    app.start()
+    try:
+        app.await_caught_up(timeout=timedelta(minutes=3))
+        (query,) = app.queries
+        q = {"query": query.name}
+
+        def lag(partition):
+            return only(
+                app.metrics()["metrics"], "records-lag", topic=src, partition=partition, **q
+            )
+
+        assert lag("0") == lag("1") == 0
+        produce_records(bs, src, [(b"x", b"v", 2_000)] * 7, partitions=2)  # all to one partition
+        wait_until(
+            lambda: sorted([lag("0"), lag("1")]) == [0, 7],
+            60,
+            lambda: f"records-lag of {src}: {lag('0')}, {lag('1')} (want 7 and 0)",
+        )
+        assert only(app.metrics()["metrics"], "records-lag-max", **q) == 7
+    finally:
+        app.close()

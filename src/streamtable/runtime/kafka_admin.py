@@ -8,6 +8,7 @@ from typing import Any
 
 from confluent_kafka import (
     ConsumerGroupTopicPartitions,
+    IsolationLevel,
     KafkaError,
     KafkaException,
     TopicPartition,
@@ -145,8 +146,33 @@ class KafkaAdmin:
         """The current end offset (high watermark) of every partition of ``topics``."""
         return self.list_offsets(self.topic_partitions(topics), OffsetSpec.latest(), "end")
 
+    def end_offsets_of(
+        self, partitions: Mapping[str, int], *, read_committed: bool, timeout_s: float
+    ) -> dict[tuple[str, int], int]:
+        """The end offset of every partition of ``{topic: partition count}``: the last stable
+        offset with ``read_committed``, else the high watermark.
+
+        Raises
+        ------
+        StreamtableError
+            If the broker could not answer for a partition within ``timeout_s``.
+        """
+        return self.list_offsets(
+            partitions,
+            OffsetSpec.latest(),
+            "end",
+            read_committed=read_committed,
+            timeout_s=timeout_s,
+        )
+
     def list_offsets(
-        self, partitions: Mapping[str, int], spec: OffsetSpec, what: str = "requested"
+        self,
+        partitions: Mapping[str, int],
+        spec: OffsetSpec,
+        what: str = "requested",
+        *,
+        read_committed: bool = False,
+        timeout_s: float | None = None,
     ) -> dict[tuple[str, int], int]:
         """The offset ``spec`` gives for every partition of ``{topic: partition count}``.
 
@@ -159,6 +185,11 @@ class KafkaAdmin:
             partition without a record at or after the timestamp).
         what : str
             How to name the offset in the error message.
+        read_committed : bool
+            ``OffsetSpec.latest()`` gives the last stable offset (a ``read_committed``
+            consumer's end) instead of the high watermark.
+        timeout_s : float, optional
+            How long to wait for the broker (default: the client's ``request.timeout.ms``).
 
         Returns
         -------
@@ -173,7 +204,13 @@ class KafkaAdmin:
         request = {TopicPartition(t, p): spec for t, n in partitions.items() for p in range(n)}
         if not request:
             return {}
-        futures = self._client().list_offsets(request, request_timeout=self.timeout_s)
+        futures = self._client().list_offsets(
+            request,
+            request_timeout=self.timeout_s if timeout_s is None else timeout_s,
+            isolation_level=(
+                IsolationLevel.READ_COMMITTED if read_committed else IsolationLevel.READ_UNCOMMITTED
+            ),
+        )
         out = {}
         for tp, fut in futures.items():
             try:

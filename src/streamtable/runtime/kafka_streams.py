@@ -39,8 +39,14 @@ from streamtable.runtime.group_offsets import GroupOffsetCommitter
 from streamtable.runtime.kafka_admin import KafkaAdmin
 from streamtable.runtime.kafka_sink import ForeachBatchSink
 from streamtable.runtime.librdkafka_config import librdkafka_settings
-from streamtable.runtime.metrics import Metric, application_metrics
-from streamtable.runtime.progress import ProgressLedger, caught_up, end_offsets, executed
+from streamtable.runtime.metrics import Metric, application_metrics, with_end_offsets
+from streamtable.runtime.progress import (
+    ProgressLedger,
+    QueryFigures,
+    caught_up,
+    end_offsets,
+    executed,
+)
 from streamtable.runtime.query_errors import headline, is_transient
 from streamtable.runtime.query_sources import check_query_sources
 from streamtable.runtime.repartition_topics import RepartitionPurger, ensure_repartition_topics
@@ -1052,8 +1058,9 @@ class KafkaStreams:
                 aborted[sink.query] = aborted.get(sink.query, 0) + sink.aborted
         if sum(rejected.values()):
             dropped["production"] = dropped.get("production", 0) + sum(rejected.values())
+        snapshot = self._ledger.snapshot()
         entries: list[Metric] = application_metrics(
-            self._ledger.snapshot(),
+            with_end_offsets(snapshot, self._end_offsets_now(snapshot)),
             sink_rejected=rejected,
             aborted_batches=aborted,
             replayed=self._replayed,
@@ -1065,6 +1072,30 @@ class KafkaStreams:
             "replayed-records": self._replayed,
             "metrics": entries,
         }
+
+    def _end_offsets_now(self, queries: list[QueryFigures]) -> dict[tuple[str, int], int]:
+        """The source partitions' end offsets on the broker now, as the application's
+        consumer sees them (the last stable offset when it reads ``read_committed``); empty
+        when the application is not running or the broker does not answer within 5 s
+        (``records-lag`` then counts from the offsets known when the last micro-batch was
+        planned).
+        """
+        admin = self._admin
+        if admin is None or self._state is not State.RUNNING:
+            return {}
+        counts: dict[str, int] = {}
+        for q in queries:
+            for topic, partition in q.reached:
+                counts[topic] = max(counts.get(topic, 0), partition + 1)
+        cfg = self.config
+        committed = cfg.processing_guarantee == "exactly_once_v2" or (
+            str(cfg.consumer_config.get("isolation.level", "")).lower() == "read_committed"
+        )
+        try:
+            return admin.end_offsets_of(counts, read_committed=committed, timeout_s=5.0)
+        except Exception as e:  # noqa: BLE001 - metrics never fail on a broker hiccup
+            log.debug("records-lag: could not read the end offsets: %s", e)
+            return {}
 
     def store(self, parameters: Any) -> Any:
         """A read-only view of a queryable store (Kafka Streams' ``KafkaStreams.store``).

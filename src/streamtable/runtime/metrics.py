@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import NamedTuple
 
 from streamtable.runtime.progress import RATE_WINDOW_MS, BatchFigures, QueryFigures
@@ -81,6 +82,28 @@ def _in_window(batches: Iterable[BatchFigures], now_ms: int) -> list[BatchFigure
     """
     start = now_ms - RATE_WINDOW_MS
     return [b for b in batches if b.ended_ms is not None and start <= b.ended_ms <= now_ms]
+
+
+def with_end_offsets(
+    queries: Iterable[QueryFigures], ends: Mapping[tuple[str, int], int]
+) -> list[QueryFigures]:
+    """``queries`` with each source partition's end offset raised to ``ends`` (the broker's
+    end offsets now), so ``records-lag`` counts the records written since the last
+    micro-batch was planned, as a Kafka consumer's lag counts those since its last fetch.
+
+    >>> q = QueryFigures("q", reached={("t", 0): 5}, latest={("t", 0): 5})
+    >>> with_end_offsets([q], {("t", 0): 9, ("u", 0): 3})[0].latest
+    {('t', 0): 9}
+    """
+    out = []
+    for q in queries:
+        latest = dict(q.latest)
+        for tp in q.reached:
+            end = ends.get(tp)
+            if end is not None and end > latest.get(tp, -1):
+                latest[tp] = end
+        out.append(replace(q, latest=latest))
+    return out
 
 
 def query_metrics(q: QueryFigures, now_ms: int) -> list[Metric]:
@@ -237,8 +260,9 @@ def query_metrics(q: QueryFigures, now_ms: int) -> list[Metric]:
                 CONSUMER_FETCH_GROUP,
                 {**tags, "topic": topic, "partition": str(partition)},
                 float(lag),
-                "Records of the partition not yet processed when the last micro-batch was "
-                "planned (its latest offset minus the offset the batch read up to).",
+                "Records of the partition not yet processed: its end offset (the broker's "
+                "when the metrics are read, else the one known when the last micro-batch "
+                "was planned) minus the offset the last micro-batch read up to.",
             )
         )
     if lags:
