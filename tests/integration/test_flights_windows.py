@@ -3,7 +3,8 @@
 The model tracks stream time per partition of the flights topic (the running maximum of the
 scheduled departures in production order, which is actual-departure order), drops a record
 for a window when its partition's stream time has reached the window's end + grace, and
-expects a final (suppressed) window once every partition has passed its close.
+expects a final (suppressed) window once every partition that delivered its key has passed
+its close.
 """
 
 import json
@@ -31,15 +32,18 @@ def model(records):
         by_part[default_partition(key, PARTITIONS)].append((key, json.loads(value), ts))
     hourly, late, hop, hop_late = {}, [], Counter(), 0
     legs = defaultdict(list)
-    final_st, max_lateness = [], 0
+    final_st, max_lateness = {}, 0
+    # the partitions that delivered each key of the hourly and the session aggregations
+    origin_parts, tail_parts = defaultdict(set), defaultdict(set)
     hour_close = HOUR + ms(fw.HOURLY_GRACE)
     size, adv, hop_grace = ms(fw.HOP_SIZE), ms(fw.HOP_ADVANCE), ms(fw.HOP_GRACE)
     # each aggregation tracks the stream time of the records that reach it (after filters)
-    final_session_st = []
-    for recs in by_part.values():
+    final_session_st = {}
+    for part, recs in by_part.items():
         st = hop_st = sess_st = -1
         for _key, flight, ts in recs:
             st = max(st, ts)
+            origin_parts[flight["origin"]].add(part)
             max_lateness = max(max_lateness, st - ts)
             start = ts - ts % HOUR
             if start + hour_close <= st:
@@ -49,6 +53,7 @@ def model(records):
                 add_flight(flight["origin"], flight, agg)
             if flight.get("tailnum") is not None:
                 sess_st = max(sess_st, ts)
+                tail_parts[flight["tailnum"]].add(part)
                 legs[flight["tailnum"]].append(ts)
             if flight.get("dep_time") is not None:
                 hop_st = max(hop_st, ts)
@@ -58,10 +63,13 @@ def model(records):
                         hop[(flight["origin"], s)] += 1
                     else:
                         hop_late += 1
-        final_st.append(st)
-        final_session_st.append(sess_st)
-    low = min(final_st)
-    finals = {kw: agg for kw, agg in hourly.items() if kw[1] + hour_close <= low}
+        final_st[part] = st
+        final_session_st[part] = sess_st
+    finals = {
+        (origin, start): agg
+        for (origin, start), agg in hourly.items()
+        if start + hour_close <= min(final_st[p] for p in origin_parts[origin])
+    }
     # sessions: no record can be late with one day of grace (lateness < gap + grace)
     gap, grace = ms(fw.SESSION_GAP), ms(fw.SESSION_GRACE)
     assert max_lateness < gap + grace
@@ -78,8 +86,11 @@ def model(records):
                 start = end = t
                 n = 1
         sessions.append((tail, start, end, n))
-    session_low = min(final_session_st)
-    closed = [s for s in sessions if s[2] + gap + grace <= session_low]
+    closed = [
+        s
+        for s in sessions
+        if s[2] + gap + grace <= min(final_session_st[p] for p in tail_parts[s[0]])
+    ]
     return finals, sorted(late), closed, hop, hop_late
 
 

@@ -263,3 +263,14 @@ def test_a_key_that_entered_from_a_partition_behind_it_is_not_held_by_a_quiet_on
     # [100, 200), and closed by partition 2 when it passes 200, not by quiet partition 1
     page.batch((2, b"R", 120), (2, b"A", 120))
     assert (b"A", 100, 1) in page.batch((0, b"X", 1000), (2, b"R", 1000))
+
+
+def test_a_partition_first_seen_behind_the_low_watermark_does_not_lower_a_key_time():
+    page = Page(kernel_for(TUMBLING, emit_final=True))
+    page.batch((0, b"A", 5))
+    assert page.batch((0, b"A", 15)) == [(b"A", 0, 1)]  # the low watermark is 15
+    page.batch((1, b"A", 3))  # partition 1's first record: late, judged by 15
+    page.batch((1, b"A", 4))  # partition 1 is at 4, A's time stays 15: late again
+    assert page.kernel.drops == {"late": 1}
+    assert page.windows(b"A") == {(10, 20)}
+    assert page.batch((0, b"X", 40), (1, b"X", 40)) == [(b"A", 10, 1)]  # not [0, 10) again

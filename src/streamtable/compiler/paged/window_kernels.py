@@ -227,10 +227,14 @@ class WindowKernel:
     def key_time(sources: Sources | None, times: dict[Any, int], low: int | None) -> int | None:
         """The time that closes the windows of a key read from ``sources``: the smallest of
         their partition times ``times`` (no source partition of the key can still deliver a
-        record of it below that), or ``low`` for a key whose sources are not known.
+        record of it below that), never below the low watermark ``low`` (a partition whose
+        first records came behind it was judged by it), or ``low`` for a key whose sources
+        are not known.
 
         >>> WindowKernel.key_time((("t", 0), ("t", 1)), {("t", 0): 50, ("t", 1): 20}, 5)
         20
+        >>> WindowKernel.key_time((("t", 0), ("t", 1)), {("t", 0): 50, ("t", 1): 3}, 5)
+        5
         >>> WindowKernel.key_time(None, {}, 5)
         5
         """
@@ -243,7 +247,7 @@ class WindowKernel:
                 return low
             if t is None or pt < t:
                 t = pt
-        return t
+        return low if low is not None and t is not None and low > t else t
 
     def process(
         self, gk: bytes, records: list[Rec], entry: Any, meta: dict[str, Any]
