@@ -173,6 +173,100 @@ def test_a_failing_filter_over_a_table_aggregation_skips_the_change_under_log_an
         assert out.read_key_values_to_list() == [("A", 3)]
 
 
+def test_filter_over_a_stream_count_sends_nothing_for_a_count_that_never_passed(spark):
+    # KTableFilter gets old values from KStreamAggregate (materialized): the classic
+    # "count >= 2" alert emits only counts that pass, and a tombstone only for a row that
+    # passed and stops passing (here through map_values, which forwards old values too)
+    b = StreamsBuilder()
+    (
+        b.stream("logins", key_serde=S, value_serde=S)
+        .group_by_key()
+        .count()
+        .map_values(lambda n: n % 3)
+        .filter(lambda user, n: n >= 1)
+        .to_stream()
+        .to("alerts", key_serde=S, value_serde=L)
+    )
+    with TopologyTestDriver(b.build()) as driver:
+        inp = driver.create_input_topic("logins", S, S)
+        out = driver.create_output_topic("alerts", S, L)
+        inp.pipe_input("alice", "x")  # 1: passes
+        assert out.read_key_values_to_list() == [("alice", 1)]
+        inp.pipe_key_value_list([("alice", "x"), ("alice", "x")])  # 2, then 0: stops passing
+        assert out.read_key_values_to_list() == [("alice", 2), ("alice", None)]
+        inp.pipe_input("alice", "x")
+        assert out.read_key_values_to_list() == [("alice", 1)]
+    b2 = StreamsBuilder()
+    (
+        b2.stream("logins", key_serde=S, value_serde=S)
+        .group_by_key()
+        .count()
+        .filter(lambda user, n: n >= 3)
+        .to_stream()
+        .to("alerts", key_serde=S, value_serde=L)
+    )
+    with TopologyTestDriver(b2.build()) as driver:
+        inp = driver.create_input_topic("logins", S, S)
+        out = driver.create_output_topic("alerts", S, L)
+        inp.pipe_key_value_list([("bob", "x"), ("bob", "x"), ("carol", "x")])
+        assert out.is_empty()  # counts 1, 2 and 1: no tombstone for a row that never passed
+        inp.pipe_input("bob", "x")
+        assert out.read_key_values_to_list() == [("bob", 3)]
+
+
+def test_filter_over_a_stream_aggregation_whose_aggregator_deletes_the_row(spark):
+    # an aggregator returning None deletes the row (KStreamAggregate): the filter forwards a
+    # tombstone only when the deleted aggregate passed; a list aggregate changed in place
+    # still has its old value judged as it was
+    def collect(user, value, agg):
+        if value == "reset":
+            return None
+        agg.append(value)
+        return agg
+
+    b = StreamsBuilder()
+    (
+        b.stream("events", key_serde=S, value_serde=S)
+        .group_by_key()
+        .aggregate(list, collect)
+        .filter(lambda user, items: len(items) >= 2)
+        .map_values(",".join)
+        .to_stream()
+        .to("lists", key_serde=S, value_serde=S)
+    )
+    with TopologyTestDriver(b.build()) as driver:
+        inp = driver.create_input_topic("events", S, S)
+        out = driver.create_output_topic("lists", S, S)
+        inp.pipe_key_value_list([("a", "1"), ("a", "reset"), ("b", "1")])
+        assert out.is_empty()  # a: [1] then deleted, never passed; b: [1]
+        inp.pipe_input("b", "2")
+        assert out.read_key_values_to_list() == [("b", "1,2")]
+        inp.pipe_input("b", "reset")
+        assert out.read_key_values_to_list() == [("b", None)]
+
+
+def test_a_failing_filter_over_a_stream_count_skips_the_change_under_log_and_continue(spark):
+    # as over a table aggregation: the predicate runs on the new and the old count, and a
+    # change is skipped when either raises
+    b = StreamsBuilder()
+    (
+        b.stream("logins", key_serde=S, value_serde=S)
+        .group_by_key()
+        .count()
+        .filter(lambda user, n: 1 // (n - 1) >= 0)  # raises for a count of 1
+        .to_stream()
+        .to("counts", key_serde=S, value_serde=L)
+    )
+    config = {"processing.exception.handler": "log_and_continue"}
+    with TopologyTestDriver(b.build(), config) as driver:
+        inp = driver.create_input_topic("logins", S, S)
+        out = driver.create_output_topic("counts", S, L)
+        for _ in range(3):
+            inp.pipe_input("alice", "x")
+        # 1 (new raises), 2 (old raises), 3 (old and new pass)
+        assert out.read_key_values_to_list() == [("alice", 3)]
+
+
 def test_output_to_a_topic_the_topology_reads_is_processed_again(spark):
     # Kafka's driver re-enqueues records written to a source topic
     # (captureOutputsAndReEnqueueInternalResults): they are processed and stay readable

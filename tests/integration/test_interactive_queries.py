@@ -433,3 +433,43 @@ def test_a_replica_answers_only_once_its_changelog_is_read_to_the_end(kafka_brok
     assert "Store 'totals' is restoring from its changelog topic" in answers[0]
     assert all(isinstance(a, str) for a in answers[:-1])  # never a partial store
     assert answers[-1] == len(expected)
+
+
+def test_a_filtered_count_on_a_broker_writes_only_passing_counts_and_keeps_its_store(
+    kafka_broker, spark, topic_name, app_config
+):
+    # count().filter(): KTableFilter with the count's old values, so the alerts topic holds
+    # only counts that pass and a tombstone for a count that stops passing (never None for a
+    # count that never passed); the count's store still holds every count
+    bs = kafka_broker.bootstrap_servers
+    src, alerts = topic_name("logins"), topic_name("alerts")
+    ensure_topics(bs, {src: 2, alerts: 1})
+    users = ["ann"] * 3 + ["bob"] * 3 + ["cid"]
+    produce_records(bs, src, [(u.encode(), b"x", 1_000 + i) for i, u in enumerate(users)])
+    b = StreamsBuilder()
+    (
+        b.stream(src, key_serde=S, value_serde=S)
+        .group_by_key()
+        .count(name="login-counts")
+        .filter(lambda user, n: n in (2, 3))
+        .to_stream()
+        .to(alerts, key_serde=S, value_serde=L)
+    )
+    config = app_config(**{"processing.guarantee": "exactly_once_v2"})
+
+    def last_per_user():
+        # one micro-batch or several: each user's last record is the same
+        last = {}
+        for k, v, _ in read_topic(bs, alerts):
+            last[k.decode()] = None if v is None else struct.unpack(">q", v)[0]
+        return last
+
+    with KafkaStreams(b.build(), config) as app:
+        app.start()
+        app.await_caught_up(timeout=timedelta(minutes=3))
+        assert last_per_user() == {"ann": 3, "bob": 3}  # cid's count 1 never passed
+        produce_records(bs, src, [(b"bob", b"x", 2_000), (b"cid", b"x", 2_001)])
+        app.await_caught_up(timeout=timedelta(minutes=2))
+        counts = app.store(StoreQueryParameters.from_name_and_type("login-counts", KV))
+        assert counts.all() == [("ann", 3), ("bob", 4), ("cid", 2)]
+    assert last_per_user() == {"ann": 3, "bob": None, "cid": 2}  # bob's 4 stops passing

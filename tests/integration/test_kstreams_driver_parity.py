@@ -170,6 +170,11 @@ CASES = {
         lambda: events_input("ev"),
         lambda: twins.count_histogram("ev", "out"),
     ),
+    "count-filter": (
+        {"input": "ev"},
+        lambda: events_input("ev"),
+        lambda: twins.count_filter("ev", "out"),
+    ),
     "three-level": (
         {"input": "ev"},
         lambda: events_input("ev"),

@@ -9,7 +9,10 @@ Follows Kafka Streams' ``KStreamAggregate``:
   record starts from ``initializer()`` again;
 - the output timestamp is the largest timestamp that contributed;
 - one update per key is emitted per micro-batch, as Kafka Streams' record cache coalesces
-  updates;
+  updates; with ``AggregateSpec.with_old`` it carries the key's aggregate before the
+  micro-batch too (``old``, ``None`` for a new key), as the cache forwards the store's value
+  with each flushed update (for a table filter after the aggregation, see
+  ``streamtable.topology.old_values``);
 - the updates' values are encoded with ``AggregateSpec.out_codec``: pickled for a Python
   consumer, or in the serde a sink right after the aggregation writes (then neither the sink
   nor a changelog in the same serde needs a Python stage of its own).
@@ -38,6 +41,8 @@ from streamtable.topology.nodes import Aggregation
 
 #: Output schema of the processor: one row per updated key.
 OUTPUT_DDL = "key binary, value binary, ts bigint"
+#: :data:`OUTPUT_DDL` with the key's aggregate before the micro-batch (``with_old``).
+OUTPUT_OLD_DDL = OUTPUT_DDL + ", old binary"
 _STATE_DDL = "page binary"
 
 
@@ -45,10 +50,15 @@ class _UpdateRow(FlatRow):
     __fields__ = ddl_columns(OUTPUT_DDL)
 
 
+class _UpdateOldRow(FlatRow):
+    __fields__ = ddl_columns(OUTPUT_OLD_DDL)
+
+
 @dataclass(frozen=True)
 class AggregateSpec:
-    """What the processor needs: the fold, how to decode keys and values, and how to encode
-    the aggregates it emits (``out_codec``).
+    """What the processor needs: the fold, how to decode keys and values, how to encode
+    the aggregates it emits (``out_codec``), and whether it emits each key's aggregate before
+    the micro-batch too (``with_old``: :data:`OUTPUT_OLD_DDL`).
     """
 
     node_name: str
@@ -56,6 +66,7 @@ class AggregateSpec:
     key_codec: Codec
     value_codec: Codec
     out_codec: Codec = PickleCodec()
+    with_old: bool = False
 
 
 class AggregateProcessor(StatefulProcessor):
@@ -82,9 +93,13 @@ class AggregateProcessor(StatefulProcessor):
         page = pickle.loads(stored[0]) if stored is not None else {"entries": {}}
         entries = page["entries"]
         updates: list[tuple[bytes, Any, int]] = []
+        olds: list[Any] = []
         for gk, records in groups.items():
             records.sort(key=lambda r: r[1:])
-            agg, ts = self._fold(gk, records, entries.get(gk))
+            entry = entries.get(gk)
+            if self.spec.with_old:  # encoded before the fold, which may change it in place
+                olds.append(None if entry is None else self._encode([entry[0]])[0])
+            agg, ts = self._fold(gk, records, entry)
             if agg is None:
                 entries.pop(gk, None)  # deleted: a tombstone goes out
             else:
@@ -92,6 +107,13 @@ class AggregateProcessor(StatefulProcessor):
             updates.append((gk, agg, ts))
         self.state.update((pickle.dumps(page, protocol=5),))
         values = self._encode([agg for _, agg, _ in updates])
+        if self.spec.with_old:
+            return iter(
+                [
+                    _UpdateOldRow(gk, v, ts, old)
+                    for (gk, _, ts), v, old in zip(updates, values, olds, strict=True)
+                ]
+            )
         return iter([_UpdateRow(gk, v, ts) for (gk, _, ts), v in zip(updates, values, strict=True)])
 
     def _encode(self, aggregates: list[Any]) -> list[Any]:

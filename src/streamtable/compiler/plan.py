@@ -20,6 +20,7 @@ from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.compiler.lower.aggregate import (
     group_key_codec,
     lower_aggregate,
+    native_aggregation,
     native_reduce_codec,
 )
 from streamtable.compiler.lower.file_sink import file_sink_frame
@@ -81,6 +82,7 @@ from streamtable.topology.nodes import (
     TableOpNode,
     TableSourceNode,
 )
+from streamtable.topology.old_values import filtered_stream_aggregate
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -168,6 +170,10 @@ class Lowerer:
         if isinstance(node, TableOpNode):
             if over_table_aggregate(self.nodes, node):
                 return lower_table_op_over_aggregate(self, node)
+            aggregate = filtered_stream_aggregate(self.nodes, node)
+            if aggregate is not None:
+                base = self._aggregate(aggregate, with_old=True)
+                return lower_table_op_over_aggregate(self, node, base)
             return lower_table_op_upserts(self.ctx, node, self.lower(node.parents[0]))
         if isinstance(node, TableAggregateNode):
             return lower_table_aggregate(self, node)
@@ -261,11 +267,10 @@ class Lowerer:
         *,
         emit_final: SuppressSpec | None = None,
         want_value: Codec | None = None,
+        with_old: bool = False,
     ) -> Frame:
         gk = group_key_codec(self.ctx, node)
-        native = None
-        if node.aggregation is not None and not self.ctx.append_only:
-            native = node.aggregation.native
+        native = native_aggregation(self.ctx, node)
         values: Codec | None = None
         if native == "count" and node.windows is None:
             values = PresenceCodec()  # Spark's count only looks at whether a value is null
@@ -279,7 +284,7 @@ class Lowerer:
         parent = validated(self.ctx, parent)
         if node.windows is not None:
             return lower_windowed_aggregate(self.ctx, node, parent, emit_final=emit_final)
-        return lower_aggregate(self.ctx, node, parent, want_value)
+        return lower_aggregate(self.ctx, node, parent, want_value, with_old=with_old)
 
     def _suppress(self, node: SuppressNode) -> Frame:
         spec = node.suppress

@@ -99,7 +99,8 @@ class _Aggregations:
         (Kafka Streams' ``KStreamAggregate`` skips them, ``KStreamWindowAggregate`` does not).
 
         Returns a table whose values are ``int`` counts (unwindowed: computed by Spark's own
-        aggregation). ``retention``: see :meth:`aggregate`.
+        aggregation, or by a Python fold when the table is filtered, see
+        :meth:`KTable.filter`). ``retention``: see :meth:`aggregate`.
 
         Raises
         ------
@@ -136,7 +137,8 @@ class _Aggregations:
         Session windows merge two sessions' reductions with ``reducer`` too.
         ``retention``: see :meth:`aggregate`. A built-in reducer (:class:`Reducers`'s ``sum``,
         ``min``, ``max``) over ``Serdes.long()`` or ``Serdes.integer()`` values (the grouping's
-        ``value_serde``) runs unwindowed as Spark's own aggregation, with no Python fold.
+        ``value_serde``) runs unwindowed as Spark's own aggregation, with no Python fold
+        (unless the table is filtered, see :meth:`KTable.filter`).
 
         Examples
         --------

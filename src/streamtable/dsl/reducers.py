@@ -5,8 +5,9 @@ A :class:`Reducer` is a ``reducer(aggregate, value)`` like any Python callable g
 the compiler knows what it computes: an unwindowed ``reduce`` with one, over values whose serde
 Spark reads itself (``Serdes.long()`` or ``Serdes.integer()``, given to ``group_by_key`` or
 ``group_by``), runs as Spark's own aggregation and state — as ``count()`` does — with no Python
-fold and no state round trip per record. Elsewhere (windows, other serdes) the reducer runs in
-Python, with the same results.
+fold and no state round trip per record. Elsewhere (windows, other serdes, a table filtered
+by ``KTable.filter``, which needs old aggregates) the reducer runs in Python, with the same
+results.
 
 Pure Python: the reducers are called in Spark's Python workers when they run in Python.
 """
@@ -78,7 +79,8 @@ class Reducers:
     fold, no per-record state round trip. Values that come from a column expression
     (:mod:`streamtable.functions`) reach it without any Python worker; values read from a Long
     or Integer topic still pass a Python stage that validates their bytes (the deserialization
-    handler's), as for any operator. Otherwise the reducer runs in Python with the same results.
+    handler's), as for any operator. Otherwise (also when ``KTable.filter`` reads the result,
+    which needs old aggregates) the reducer runs in Python with the same results.
 
     Sums out of range: natively, under Spark's ANSI mode (Spark 4's default), a Long sum whose
     running total leaves the 64-bit range stops the query with ``ARITHMETIC_OVERFLOW`` — even

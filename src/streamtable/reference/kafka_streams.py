@@ -105,6 +105,7 @@ TOPOLOGIES: dict[str, tuple[str, ...]] = {
     # chains of several sub-topologies (repartition topics between them)
     "join-rekey-reduce": ("stream", "table", "output", "history_ms"),
     "count-histogram": ("input", "output"),
+    "count-filter": ("input", "output"),
     "table-join-regroup": ("left", "right", "output"),
     "three-level": ("input", "output"),
     "flights-carrier-seats": ("flights", "planes", "output"),

@@ -626,6 +626,26 @@ def count_histogram(input: str, output: str) -> Topology:  # noqa: A002 - the Ja
     return b.build()
 
 
+def _passes_count_filter(_user: str, n: int) -> bool:
+    return n >= 2 and n != 4
+
+
+def count_filter(input: str, output: str) -> Topology:  # noqa: A002 - the Java param
+    """Twin of ``count-filter``: events per user (``user-counts``) filtered as a table, so a
+    count that never passed sends nothing and one that stops passing a tombstone.
+    """
+    b = StreamsBuilder()
+    (
+        b.stream(input, key_serde=_S, value_serde=_S)
+        .group_by_key()
+        .count(name="user-counts")
+        .filter(_passes_count_filter)
+        .to_stream()
+        .to(output, key_serde=_S, value_serde=Serdes.long())
+    )
+    return b.build()
+
+
 def _subtract_amount(_group: str, amount: int, agg: int) -> int:
     return agg - amount
 

@@ -24,6 +24,7 @@ from streamtable.topology.nodes import (
     TableAggregateNode,
     TableSourceNode,
 )
+from streamtable.topology.old_values import table_filtered
 
 
 class Topology(HandBuiltTopology):
@@ -113,7 +114,7 @@ class Topology(HandBuiltTopology):
                 stateful.append(
                     {
                         "store": n.store_name,
-                        "kind": _aggregation_kind(n),
+                        "kind": _aggregation_kind(n, self._graph),
                         "windows": None if w is None else {type(w).__name__: _window_fields(w)},
                     }
                 )
@@ -149,8 +150,9 @@ def _window_fields(windows: object) -> dict[str, object]:
     return asdict(windows)  # type: ignore[call-overload]
 
 
-def _aggregation_kind(node: AggregateNode) -> str | None:
-    """How an aggregation's state is kept: ``"python"`` (a fold), ``"count"``, or a built-in
+def _aggregation_kind(node: AggregateNode, graph: GraphSnapshot) -> str | None:
+    """How an aggregation's state is kept: ``"python"`` (a fold; also a ``count`` or built-in
+    reducer whose table is filtered, :mod:`.old_values`), ``"count"``, or a built-in
     reducer with its values' serde (``"max/long"``, ``"max/integer"``): a change of serde
     changes the state's type (Spark keeps an ``int`` for an Integer min or max, a ``bigint``
     for a Long one) or the changelog's encoding (an Integer sum, kept as a ``bigint``, is
@@ -159,7 +161,7 @@ def _aggregation_kind(node: AggregateNode) -> str | None:
     agg = node.aggregation
     if agg is None:
         return None
-    if agg.native is None:
+    if agg.native is None or table_filtered(graph, node):
         return "python"
     if agg.native == "count" or node.value_serde is None:
         return agg.native

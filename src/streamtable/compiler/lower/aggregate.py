@@ -13,7 +13,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from streamtable.compiler.aggregate_processor import OUTPUT_DDL, AggregateProcessor, AggregateSpec
+from streamtable.compiler.aggregate_processor import (
+    OUTPUT_DDL,
+    OUTPUT_OLD_DDL,
+    AggregateProcessor,
+    AggregateSpec,
+)
 from streamtable.compiler.changelog import logged
 from streamtable.compiler.codecs import (
     Codec,
@@ -28,6 +33,7 @@ from streamtable.compiler.metrics import count_and_drop
 from streamtable.compiler.pack_stage import PackStage
 from streamtable.compiler.paged.stores import KeyValueEntries
 from streamtable.topology.nodes import NATIVE_VALUE_SERDES, AggregateNode
+from streamtable.topology.old_values import table_filtered
 
 
 def group_key_codec(ctx: CompileContext, node: AggregateNode) -> Codec:
@@ -37,8 +43,23 @@ def group_key_codec(ctx: CompileContext, node: AggregateNode) -> Codec:
     return codec_for(node.key_serde or ctx.config.default_key_serde)
 
 
+def native_aggregation(ctx: CompileContext, node: AggregateNode) -> str | None:
+    """The Spark aggregation ``node`` lowers to (``"count"``, ``"sum"``, ``"min"``,
+    ``"max"``), or ``None`` for a Python fold: always in append-only queries, and when a table
+    filter after it needs old aggregates (:mod:`streamtable.topology.old_values`).
+    """
+    agg = node.aggregation
+    if agg is None or ctx.append_only or table_filtered(ctx.graph, node):
+        return None
+    return agg.native
+
+
 def lower_aggregate(
-    ctx: CompileContext, node: AggregateNode, parent: Frame, want_value: Codec | None = None
+    ctx: CompileContext,
+    node: AggregateNode,
+    parent: Frame,
+    want_value: Codec | None = None,
+    with_old: bool = False,
 ) -> Frame:
     """Aggregate ``parent`` (already keyed by :func:`group_key_codec`) per key.
 
@@ -46,6 +67,8 @@ def lower_aggregate(
     key, with the aggregate as value: a native count's or Long reduction's ``bigint`` (an
     Integer reduction's serde bytes); for a Python fold the encoding ``want_value`` names when
     it is a serde's (a sink's wish) and :func:`_output_codec` allows it, else pickled.
+    ``with_old`` (a Python fold only) adds a column ``old``, the key's aggregate before the
+    micro-batch, pickled as ``value`` is.
 
     ``parent`` never comes from another stateful operator of the same query: the compiler
     cuts such a chain into sub-topologies first (:mod:`streamtable.compiler.subtopologies`).
@@ -65,23 +88,27 @@ def lower_aggregate(
     if null_checks:
         df = count_and_drop(ctx, df, null_checks)
 
-    if agg.native is not None and not ctx.append_only:
-        return _lower_native(ctx, node, parent.with_(df=df), agg.native)
+    native = native_aggregation(ctx, node)
+    if native is not None:
+        assert not with_old, f"{node.name}: old aggregates need a Python fold"
+        return _lower_native(ctx, node, parent.with_(df=df), native)
 
     ctx.uses_tws = True
-    out_codec = _output_codec(ctx, node, want_value)
-    spec = AggregateSpec(node.name, agg, parent.key_codec, parent.value_codec, out_codec)
+    out_codec = PickleCodec() if with_old else _output_codec(ctx, node, want_value)
+    spec = AggregateSpec(
+        node.name, agg, parent.key_codec, parent.value_codec, out_codec, with_old=with_old
+    )
     pack = PackStage()
     df = df.mapInArrow(pack, pack.output_ddl())
     out = df.groupBy("page").transformWithState(
         statefulProcessor=AggregateProcessor(spec),
-        outputStructType=OUTPUT_DDL,
+        outputStructType=OUTPUT_OLD_DDL if with_old else OUTPUT_DDL,
         outputMode="Update",
         timeMode="None",
     )
     ctx.stateful_operator()
     ctx.register_store(node.store_name, "key_value", parent.key_codec, KeyValueEntries())
-    out = _changelog_columns(out)
+    out = _changelog_columns(out, with_old)
     return _logged(ctx, node, Frame(out, parent.key_codec, out_codec, stateful=True))
 
 
@@ -160,8 +187,10 @@ def native_entries(rows: list[tuple[Any, Any]]) -> list[tuple[bytes, int]]:
     return [(key["key"], value[0]) for key, value in rows]
 
 
-def _changelog_columns(df: DataFrame) -> DataFrame:
-    """An aggregation's output in frame columns (no source coordinates: it is a new record)."""
+def _changelog_columns(df: DataFrame, with_old: bool = False) -> DataFrame:
+    """An aggregation's output in frame columns (no source coordinates: it is a new record),
+    then ``old`` when ``with_old``.
+    """
     return df.select(
         "key",
         "value",
@@ -170,4 +199,5 @@ def _changelog_columns(df: DataFrame) -> DataFrame:
         F.lit(None).cast("bigint").alias("offset"),
         F.lit(0).cast("bigint").alias("seq"),
         F.lit(None).cast("string").alias("topic"),
+        *(["old"] if with_old else []),
     )

@@ -105,18 +105,22 @@ def over_table_aggregate(nodes: dict[str, Node], node: TableOpNode) -> bool:
     return isinstance(parent, TableAggregateNode)
 
 
-def lower_table_op_over_aggregate(lowerer: Lowerer, node: TableOpNode) -> Frame:
-    """``filter``/``map_values`` over a ``KTable.group_by`` aggregation, as upserts: applied
-    to the new and old aggregate of each update, so that a filter sends a tombstone only for a
-    row that passed before and now fails, and nothing for a row that neither passes nor passed
-    (Kafka Streams' ``KTableFilter``, which gets old values from ``KTableAggregate``). It adds
-    no state: the aggregation's kernel holds the old values. Under ``log_and_continue`` a
-    change whose user code raises is skipped and counted as ``processing`` (not written to
-    the dead-letter topic).
+def lower_table_op_over_aggregate(
+    lowerer: Lowerer, node: TableOpNode, base: Frame | None = None
+) -> Frame:
+    """``filter``/``map_values`` over a ``KTable.group_by`` aggregation, or over the changes
+    ``base`` of a stream aggregation that emits old aggregates (``(key, new, old)``, see
+    :mod:`streamtable.topology.old_values`), as upserts: applied to the new and old aggregate
+    of each update, so that a filter sends a tombstone only for a row that passed before and
+    now fails, and nothing for a row that neither passes nor passed (Kafka Streams'
+    ``KTableFilter``, which gets old values from ``KTableAggregate``, ``KStreamAggregate`` and
+    ``KStreamReduce``). It adds no state: the aggregation's kernel holds the old values. Under
+    ``log_and_continue`` a change whose user code raises is skipped and counted as
+    ``processing`` (not written to the dead-letter topic).
     """
     ctx = lowerer.ctx
     continue_on_error = ctx.config.processing_exception_handler == "log_and_continue"
-    changes = _table_op_changes(lowerer, node, continue_on_error)
+    changes = _table_op_changes(lowerer, node, continue_on_error, base)
     df = changes.df
     if continue_on_error:
         observe = ctx.first_report(node.name)
@@ -124,8 +128,12 @@ def lower_table_op_over_aggregate(lowerer: Lowerer, node: TableOpNode) -> Frame:
     return changes.with_(df=frame_columns_only(df))
 
 
-def _table_op_changes(lowerer: Lowerer, node: TableOpNode, continue_on_error: bool) -> Frame:
-    """The changes of the chain of ``filter``/``map_values`` ending at ``node``."""
+def _table_op_changes(
+    lowerer: Lowerer, node: TableOpNode, continue_on_error: bool, base: Frame | None = None
+) -> Frame:
+    """The changes of the chain of ``filter``/``map_values`` ending at ``node``, over the
+    changes ``base`` of the chain's parent (by default :func:`lower_table_changes`).
+    """
     chain = [node]
     while True:
         parent = lowerer.nodes[chain[-1].parents[0]]
@@ -134,7 +142,8 @@ def _table_op_changes(lowerer: Lowerer, node: TableOpNode, continue_on_error: bo
         else:
             break
     chain.reverse()
-    base = lower_table_changes(lowerer, chain[0].parents[0])
+    if base is None:
+        base = lower_table_changes(lowerer, chain[0].parents[0])
     stage = TableOpStage(
         tuple((n.kind, n.fn, n.name) for n in chain),
         base.key_codec,

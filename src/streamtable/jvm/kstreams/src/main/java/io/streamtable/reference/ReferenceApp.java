@@ -53,7 +53,7 @@ import org.apache.kafka.streams.state.Stores;
  * the defaults below. Topologies: stream-table-join, table-table-join,
  * table-aggregate, flights-weather, flights-planes, flights-fk-planes, windowed-count,
  * windowed-aggregate, flights-hourly, windowed-parity, and the chains of several sub-topologies
- * join-rekey-reduce, count-histogram, table-join-regroup, three-level (see
+ * join-rekey-reduce, count-histogram, count-filter, table-join-regroup, three-level (see
  * streamtable.reference.kafka_streams).
  *
  * <p>With {@code --param metrics_file=PATH} (windowed topologies), the sum of the tasks'
@@ -168,6 +168,7 @@ public final class ReferenceApp {
             case "windowed-parity" -> windowedParity(b, p);
             case "join-rekey-reduce" -> joinRekeyReduce(b, p);
             case "count-histogram" -> countHistogram(b, p);
+            case "count-filter" -> countFilter(b, p);
             case "table-join-regroup" -> tableJoinRegroup(b, p);
             case "three-level" -> threeLevel(b, p);
             case "flights-carrier-seats" -> flightsCarrierSeats(b, p);
@@ -480,6 +481,19 @@ public final class ReferenceApp {
                 .count(Materialized.as("user-counts"))
                 .groupBy((user, n) -> KeyValue.pair(String.valueOf(n), user), Grouped.with("histogram", STR, STR))
                 .count(Materialized.as("histogram-store"))
+                .toStream()
+                .to(required(p, "output"), Produced.with(STR, Serdes.Long()));
+    }
+
+    /**
+     * Events per user, filtered as a table (counts 2, 3 and from 5 pass; 4 stops passing):
+     * KTableFilter gets the materialized count's old values.
+     */
+    static void countFilter(StreamsBuilder b, Map<String, String> p) {
+        b.stream(required(p, "input"), Consumed.with(STR, STR))
+                .groupByKey(Grouped.with(STR, STR))
+                .count(Materialized.as("user-counts"))
+                .filter((user, n) -> n >= 2 && n != 4)
                 .toStream()
                 .to(required(p, "output"), Produced.with(STR, Serdes.Long()));
     }

@@ -1,0 +1,60 @@
+"""Which stream aggregations send their old aggregate with each update, for a table filter
+after them.
+
+Kafka Streams' ``KTableFilter`` asks its parent for old values when the parent is
+materialized (an aggregation always is), and then forwards nothing for a row that neither
+passes nor passed, instead of a tombstone. streamtable follows that for an unwindowed stream
+aggregation (``KGroupedStream.count/reduce/aggregate``) whose table is filtered through a
+chain of ``filter``/``filter_not``/``map_values``: the aggregation emits the old aggregate
+beside each update. Such an aggregation runs as a Python fold, also for ``count`` or a
+built-in reducer (Spark's own aggregation does not give the value before a micro-batch), and
+the topology's fingerprint says so.
+"""
+
+from __future__ import annotations
+
+from streamtable.topology.nodes import AggregateNode, GraphSnapshot, Node, TableOpKind, TableOpNode
+
+
+def filtered_stream_aggregate(nodes: dict[str, Node], node: TableOpNode) -> AggregateNode | None:
+    """The unwindowed stream aggregation under the chain of ``filter``/``map_values`` that ends
+    at ``node``, when the chain holds a ``filter``; else ``None``.
+    """
+    has_filter = False
+    parent: Node = node
+    while isinstance(parent, TableOpNode) and parent.kind is not TableOpKind.GROUP_BY:
+        has_filter = has_filter or parent.kind is TableOpKind.FILTER
+        parent = nodes[parent.parents[0]]
+    if has_filter and _sends_old_values(parent):
+        assert isinstance(parent, AggregateNode)
+        return parent
+    return None
+
+
+def table_filtered(graph: GraphSnapshot, node: AggregateNode) -> bool:
+    """Whether a ``filter`` reads ``node``'s table through ``filter``/``map_values`` only, so
+    that ``node`` emits old aggregates (see the module doc).
+
+    >>> from streamtable import StreamsBuilder
+    >>> b = StreamsBuilder()
+    >>> counts = b.stream("clicks").group_by_key().count()
+    >>> counts.map_values(lambda n: n * 2).filter(lambda k, n: n > 4).to_stream().to("busy")
+    >>> graph = b.build().graph
+    >>> [table_filtered(graph, n) for n in graph.of_type(AggregateNode)]
+    [True]
+    """
+    if not _sends_old_values(node):
+        return False
+    todo = list(graph.children[node.name])
+    while todo:
+        child = graph.by_name[todo.pop()]
+        if not isinstance(child, TableOpNode) or child.kind is TableOpKind.GROUP_BY:
+            continue
+        if child.kind is TableOpKind.FILTER:
+            return True
+        todo.extend(graph.children[child.name])
+    return False
+
+
+def _sends_old_values(node: Node) -> bool:
+    return isinstance(node, AggregateNode) and node.windows is None and node.aggregation is not None
