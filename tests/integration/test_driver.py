@@ -245,6 +245,50 @@ def test_filter_over_a_stream_aggregation_whose_aggregator_deletes_the_row(spark
         assert out.read_key_values_to_list() == [("b", None)]
 
 
+def test_filter_over_hopping_windows_judges_each_window_by_its_own_old_aggregate(spark):
+    # KTableFilter over KStreamWindowAggregate (old values from the window store): a record
+    # updates two hopping windows; each window forwards by its own new and old aggregate, and
+    # a window its aggregator deletes sends a tombstone only if its old aggregate passed
+    from datetime import timedelta
+
+    from streamtable import TimeWindows
+
+    def total(user, value, agg):
+        return None if value == "reset" else agg + int(value)
+
+    b = StreamsBuilder()
+    (
+        b.stream("spend", key_serde=S, value_serde=S)
+        .group_by_key()
+        .windowed_by(
+            TimeWindows.of_size_with_no_grace(timedelta(seconds=10)).advance_by(
+                timedelta(seconds=5)
+            )
+        )
+        .aggregate(lambda: 0, total)
+        .filter(lambda wk, n: n >= 10)
+        .to_stream()
+        .map(lambda wk, n: (f"{wk.key}@{wk.start}", n))
+        .to("big", key_serde=S, value_serde=L)
+    )
+    with TopologyTestDriver(b.build()) as driver:
+        inp = driver.create_input_topic("spend", S, S)
+        out = driver.create_output_topic("big", S, L)
+        inp.pipe_input("ann", "4", timestamp=6_000)  # windows [0, 10) and [5, 15): 4, 4
+        inp.pipe_input("ann", "7", timestamp=2_000)  # [0, 10): 11 passes
+        assert out.read_key_values_to_list() == [("ann@0", 11)]
+        inp.pipe_input("ann", "6", timestamp=7_000)  # [0, 10): 17; [5, 15): 10 passes
+        assert sorted(out.read_key_values_to_list()) == [("ann@0", 17), ("ann@5000", 10)]
+        # deletes [5, 15), which passed; [10, 20) is deleted as it starts: never passed
+        inp.pipe_input("ann", "reset", timestamp=11_000)
+        assert out.read_key_values_to_list() == [("ann@5000", None)]
+        inp.pipe_input("ann", "reset", timestamp=12_000)  # both deleted as they start again
+        inp.pipe_input("ann", "3", timestamp=13_000)  # [5, 15) and [10, 20) anew: 3 fails
+        assert out.is_empty()
+        inp.pipe_input("ann", "9", timestamp=14_000)  # 12 and 12 pass
+        assert sorted(out.read_key_values_to_list()) == [("ann@10000", 12), ("ann@5000", 12)]
+
+
 def test_a_failing_filter_over_a_stream_count_skips_the_change_under_log_and_continue(spark):
     # as over a table aggregation: the predicate runs on the new and the old count, and a
     # change is skipped when either raises

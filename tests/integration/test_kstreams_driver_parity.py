@@ -175,6 +175,12 @@ CASES = {
         lambda: events_input("ev"),
         lambda: twins.count_filter("ev", "out"),
     ),
+    # counts per user in 500 ms windows (grace 1000 ms: nothing late) filtered as a table
+    "windowed-count-filter": (
+        {"input": "ev", "size_ms": "500", "grace_ms": "1000"},
+        lambda: events_input("ev"),
+        lambda: twins.windowed_count_filter("ev", "out", size_ms=500, grace_ms=1000),
+    ),
     "three-level": (
         {"input": "ev"},
         lambda: events_input("ev"),

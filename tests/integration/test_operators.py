@@ -40,7 +40,8 @@ def test_operators_end_to_end(kafka_broker, spark, topic_name, app_config, tmp_p
         .to_stream()
         .to(joined, value_serde=Serdes.long())
     )
-    # 10 s tumbling windows: count per key, keep windows with >= 2 records (others: tombstones)
+    # 10 s tumbling windows: count per key, keep windows with >= 2 records (a window that
+    # never had 2 sends nothing: Kafka Streams' KTableFilter gets the window store's old values)
     counts = (
         numbers.group_by_key()
         .windowed_by(TimeWindows.of_size_with_no_grace(timedelta(seconds=10)))
@@ -73,7 +74,7 @@ def test_operators_end_to_end(kafka_broker, spark, topic_name, app_config, tmp_p
     final = {}
     for k, v, _ in read_topic(bs, windowed):
         final[k.decode()] = None if v is None else json.loads(v)
-    assert final == {"a": {"start": 0, "end": 10000, "n": 3}, "b": None, "c": None}
+    assert final == {"a": {"start": 0, "end": 10000, "n": 3}}
     small_values = sorted(
         (k.decode(), struct.unpack(">i", v)[0]) for k, v, _ in read_topic(bs, small)
     )

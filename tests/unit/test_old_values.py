@@ -4,15 +4,25 @@
 
 from __future__ import annotations
 
+import pickle
 from datetime import timedelta
 
-from streamtable import Reducers, Serdes, StreamsBuilder, TimeWindows
-from streamtable.topology.nodes import AggregateNode, TableOpNode
+import pytest
+
+from streamtable import Reducers, Serdes, SessionWindows, StreamsBuilder, TimeWindows
+from streamtable.compiler.codecs import PickleCodec, SerdeCodec
+from streamtable.compiler.paged.records import Rec
+from streamtable.compiler.paged.window_kernels import TimeWindowKernel, WindowAggregateSpec
+from streamtable.errors import TopologyError
+from streamtable.runtime.checkpoint import check_fingerprint
+from streamtable.topology.nodes import AggregateNode, Aggregation, TableOpNode, TimeWindowSpec
 from streamtable.topology.old_values import filtered_stream_aggregate, table_filtered
 
 
-def _kinds(b: StreamsBuilder) -> dict[str, str]:
-    return {e["store"]: e["kind"] for e in b.build().fingerprint()["stateful"] if "kind" in e}
+def _kinds_of(topology) -> dict[str, str]:
+    """The fingerprint's state form of each stream aggregation, by store."""
+    stateful = topology.fingerprint()["stateful"]
+    return {e["store"]: e["kind"] for e in stateful if isinstance(e.get("store"), str)}
 
 
 def test_a_filter_through_map_values_makes_a_count_a_python_fold_in_the_fingerprint():
@@ -24,7 +34,7 @@ def test_a_filter_through_map_values_makes_a_count_a_python_fold_in_the_fingerpr
     grouped.count(name="mapped").map_values(lambda n: n + 1).to_stream().to("b")
     grouped.reduce(Reducers.sum(), name="summed").filter_not(lambda k, n: n < 0).to_stream().to("c")
     grouped.reduce(Reducers.max(), name="plain").to_stream().to("d")
-    assert _kinds(b) == {
+    assert _kinds_of(b.build()) == {
         "filtered": "python",  # Spark's count gives no value before a micro-batch
         "mapped": "count",
         "summed": "python",
@@ -32,18 +42,28 @@ def test_a_filter_through_map_values_makes_a_count_a_python_fold_in_the_fingerpr
     }
 
 
-def test_windowed_aggregations_and_table_group_by_are_not_marked():
-    b = StreamsBuilder()
-    grouped = b.stream("in").group_by_key()
-    grouped.windowed_by(TimeWindows.of_size_with_no_grace(timedelta(seconds=5))).count(
-        name="windowed"
-    ).filter(lambda k, n: n > 1).to_stream().to("a")
-    grouped.count(name="regrouped").group_by(lambda k, n: (n, k)).count(name="c2").filter(
-        lambda k, n: n > 1
-    ).to_stream().to("b")
-    graph = b.build().graph
+def test_time_windows_send_old_values_without_changing_the_fingerprint():
+    # a windowed count always runs as a Python kernel: filtering it changes no state form;
+    # session windows and a table re-grouped by KTable.group_by are not marked
+    def build(filtered):
+        b = StreamsBuilder()
+        grouped = b.stream("in").group_by_key()
+        windowed = grouped.windowed_by(
+            TimeWindows.of_size_with_no_grace(timedelta(seconds=5))
+        ).count(name="windowed")
+        sessions = grouped.windowed_by(
+            SessionWindows.of_inactivity_gap_with_no_grace(timedelta(seconds=5))
+        ).count(name="sessions")
+        regrouped = grouped.count(name="regrouped").group_by(lambda k, n: (str(n), k)).count()
+        for table, topic in ((windowed, "a"), (sessions, "b"), (regrouped, "c")):
+            (table.filter(lambda k, n: n > 1) if filtered else table).to_stream().to(topic)
+        return b.build()
+
+    graph = build(True).graph
     marked = {n.store_name: table_filtered(graph, n) for n in graph.of_type(AggregateNode)}
-    assert marked == {"windowed": False, "regrouped": False}
+    assert marked == {"windowed": True, "sessions": False, "regrouped": False}
+    assert _kinds_of(build(True)) == _kinds_of(build(False))
+    assert _kinds_of(build(True))["windowed"] == "count"
 
 
 def test_the_chain_end_finds_its_aggregation_only_when_the_chain_holds_a_filter():
@@ -60,3 +80,69 @@ def test_the_chain_end_finds_its_aggregation_only_when_the_chain_holds_a_filter(
     assert filtered_stream_aggregate(graph.by_name, flt).name == count
     assert filtered_stream_aggregate(graph.by_name, after_filter).name == count
     assert filtered_stream_aggregate(graph.by_name, alone) is None
+
+
+def test_adding_a_filter_after_a_count_is_refused_naming_the_filter(tmp_path):
+    def topology(filtered):
+        b = StreamsBuilder()
+        counts = b.stream("in").group_by_key().count(name="cnt")
+        (counts.filter(lambda k, n: n > 1) if filtered else counts).to_stream().to("out")
+        return b.build()
+
+    check_fingerprint(tmp_path, topology(False), "app")
+    check_fingerprint(tmp_path, topology(False), "app")  # unchanged: accepted
+    with pytest.raises(TopologyError) as err:
+        check_fingerprint(tmp_path, topology(True), "app")
+    assert (
+        "aggregation 'cnt' now runs as a Python fold (was Spark's aggregation (count)): an "
+        "unwindowed count or built-in reducer runs as Spark's aggregation unless a KTable.filter "
+        "reads its table"
+    ) in str(err.value)
+    assert "streamtable reset --application-id app" in str(err.value)
+
+
+def test_a_time_window_kernel_emits_each_windows_aggregate_from_before_the_micro_batch():
+    # the caching window store's flush (Kafka Streams): one update per window and micro-batch,
+    # its old value the store's before the batch, whatever the records did in between
+    def collect(key, value, agg):  # changes the aggregate in place, as user code may
+        if value == "del":
+            return None
+        agg.append(value)
+        return agg
+
+    spec = WindowAggregateSpec(
+        "agg",
+        Aggregation(list, collect),
+        SerdeCodec(Serdes.bytes()),
+        PickleCodec(),
+        TimeWindowSpec(10, 5, 5),  # hopping: size 10, advance 5, grace 5
+        retention_ms=15,
+        with_old=True,
+    )
+    kernel = TimeWindowKernel(spec)
+    offsets = iter(range(100))
+
+    def batch(entry, *records):
+        recs, st = [], None
+        for ts, value in records:
+            st = ts if st is None else max(st, ts)
+            recs.append(Rec(ts, "t", 0, next(offsets), 0, 0, b"k", pickle.dumps(value), None, st))
+        kernel.drops = {}
+        entry, outs = kernel.process(b"k", recs, entry, {})
+        got = {}
+        for o in outs:
+            start = int.from_bytes(o.key[-8:], "big")
+            got[start] = tuple(None if b is None else pickle.loads(b) for b in (o.value, o.old))
+        return entry, got
+
+    entry, got = batch(None, (6, "a"))
+    assert got == {0: (["a"], None), 5: (["a"], None)}  # new windows: no old value
+    entry, got = batch(entry, (7, "del"), (8, "b"), (12, "c"), (13, "del"))
+    assert got == {
+        0: (["b"], ["a"]),  # deleted, then started again by b: old is from before the batch
+        5: (None, ["a"]),  # deleted, started again by b, c, deleted again by 13
+        10: (None, None),  # started by 12 and deleted by 13: nothing before, nothing now
+    }
+    entry, got = batch(entry, (25, "d"), (3, "late"))
+    assert got == {20: (["d"], None), 25: (["d"], None)}  # 3 is past [0, 10)'s close
+    assert kernel.drops == {"late": 1}

@@ -283,7 +283,9 @@ class Lowerer:
         )
         parent = validated(self.ctx, parent)
         if node.windows is not None:
-            return lower_windowed_aggregate(self.ctx, node, parent, emit_final=emit_final)
+            return lower_windowed_aggregate(
+                self.ctx, node, parent, emit_final=emit_final, with_old=with_old
+            )
         return lower_aggregate(self.ctx, node, parent, want_value, with_old=with_old)
 
     def _suppress(self, node: SuppressNode) -> Frame:

@@ -91,18 +91,20 @@ class KTable:
         for tombstones, which are forwarded as they are (over an aggregation, see below: only
         when the deleted aggregate passed).
 
-        Over an aggregation without windows (``KGroupedStream`` or ``KTable.group_by``
-        ``count``/``reduce``/``aggregate``, also through ``map_values``) the filter also sees
-        each update's old aggregate and, as Kafka Streams' ``KTableFilter`` with old values,
-        sends nothing for a row that neither passes nor passed: ``group_by_key().count()
-        .filter(lambda k, n: n >= 3).to_stream()`` gives only the counts from 3 on. Such a
-        stream ``count`` or built-in reducer runs as a Python fold (Spark's aggregation does
-        not give the value before a micro-batch). Elsewhere every failing update gives a
-        tombstone, also for a row that never passed: Kafka Streams sends none for such a row
-        where its filter gets old values (a windowed aggregation, a table-table or
-        foreign-key join, a suppression, or a named table), so a consumer of those must accept
-        ``None``. With ``Materialized.with_caching_disabled()`` Kafka Streams' old value of a
-        new key is ``initializer()``; here it is always ``None``, as with its record cache.
+        Over an aggregation (``KGroupedStream`` ``count``/``reduce``/``aggregate``,
+        unwindowed or in time windows, or a ``KTable.group_by`` aggregation; also through
+        ``map_values``) the filter also sees each update's old aggregate (per window: its
+        aggregate before the micro-batch) and, as Kafka Streams' ``KTableFilter`` with old
+        values, sends nothing for a row that neither passes nor passed: ``group_by_key()
+        .count().filter(lambda k, n: n >= 3).to_stream()`` gives only the counts from 3 on.
+        Such an unwindowed stream ``count`` or built-in reducer runs as a Python fold (Spark's
+        aggregation does not give the value before a micro-batch). Elsewhere every failing
+        update gives a tombstone, also for a row that never passed: Kafka Streams sends none
+        for such a row where its filter gets old values (session or sliding windows, a
+        table-table or foreign-key join, a suppression, or a named table), so a consumer of
+        those must accept ``None``. With ``Materialized.with_caching_disabled()`` Kafka
+        Streams' old value of a new key is ``initializer()``; here it is always ``None``, as
+        with its record cache.
 
         Examples
         --------

@@ -106,6 +106,7 @@ TOPOLOGIES: dict[str, tuple[str, ...]] = {
     "join-rekey-reduce": ("stream", "table", "output", "history_ms"),
     "count-histogram": ("input", "output"),
     "count-filter": ("input", "output"),
+    "windowed-count-filter": ("input", "output", "size_ms", "grace_ms"),
     "table-join-regroup": ("left", "right", "output"),
     "three-level": ("input", "output"),
     "flights-carrier-seats": ("flights", "planes", "output"),

@@ -646,6 +646,28 @@ def count_filter(input: str, output: str) -> Topology:  # noqa: A002 - the Java 
     return b.build()
 
 
+def _user_at_start(wk: Any, n: int | None) -> tuple[str, int | None]:
+    return f"{wk.key}@{wk.start}", n
+
+
+def windowed_count_filter(input: str, output: str, *, size_ms: int, grace_ms: int) -> Topology:  # noqa: A002
+    """Twin of ``windowed-count-filter``: events per user and time window (``count-store``)
+    filtered as a table, written keyed ``"user@start"``.
+    """
+    b = StreamsBuilder()
+    (
+        b.stream(input, key_serde=_S, value_serde=_S)
+        .group_by_key()
+        .windowed_by(_windows(size_ms, grace_ms))
+        .count(name="count-store")
+        .filter(_passes_count_filter)
+        .to_stream()
+        .map(_user_at_start)
+        .to(output, key_serde=_S, value_serde=Serdes.long())
+    )
+    return b.build()
+
+
 def _subtract_amount(_group: str, amount: int, agg: int) -> int:
     return agg - amount
 

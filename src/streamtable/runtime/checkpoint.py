@@ -89,11 +89,43 @@ def fingerprint_changes(stored: dict[str, object], current: dict[str, object]) -
         changes.append(f"source topics {stored.get('sources')} -> {current['sources']}")
     if stored.get("stateful") != current["stateful"]:
         changes.append(f"stateful operators {stored.get('stateful')} -> {current['stateful']}")
+        changes.extend(_state_form_hints(stored.get("stateful"), current["stateful"]))
     if stored.get("state_layout") != current.get("state_layout"):
         changes.append(
             f"state layout {stored.get('state_layout')} -> {current.get('state_layout')}"
         )
     return changes or ["fingerprint differs"]
+
+
+def _state_form_hints(stored: object, current: list[dict[str, object]]) -> list[str]:
+    """Why an aggregation's state form (``kind``) changed, for each store whose only change
+    is between Spark's own aggregation and a Python fold.
+    """
+    if not isinstance(stored, list):
+        return []
+    was = {
+        e["store"]: e.get("kind")
+        for e in stored
+        if isinstance(e, dict) and isinstance(e.get("store"), str)
+    }
+    hints = []
+    for entry in current:
+        store, kind = entry.get("store"), entry.get("kind")
+        if not isinstance(store, str) or store not in was or was[store] == kind:
+            continue
+        if "python" in (kind, was[store]):
+            hints.append(
+                f"aggregation {store!r} now runs as {_state_form(kind)} (was "
+                f"{_state_form(was[store])}): an unwindowed count or built-in reducer runs as "
+                "Spark's aggregation unless a KTable.filter reads its table (the filter needs old "
+                "aggregates), so adding or removing such a filter, or switching between a "
+                "Python and a built-in reducer, changes its state"
+            )
+    return hints
+
+
+def _state_form(kind: object) -> str:
+    return "a Python fold" if kind == "python" else f"Spark's aggregation ({kind})"
 
 
 def query_outputs(topology: Topology) -> dict[str, str]:

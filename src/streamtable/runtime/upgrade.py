@@ -17,13 +17,13 @@ before the restart, from the files in ``state.dir/application.id`` alone — no 
 Compatible changes (Spark's own rules for a restart from a checkpoint, which streamtable's
 fingerprint follows): a changed user function (``map_values``, a predicate, an aggregator's
 body) with the same state schema, a stateless step after a stateful one (but a
-``KTable.filter`` added after a ``count`` or built-in reducer, or removed, changes its state
-form: see :mod:`streamtable.topology.old_values`), a new sink, a removed sink. Queries are
-named after their terminal node: a generated name (``KSTREAM-SINK-0000000007``) changes when a
-node is added before it; the query with the new name then takes over the checkpoint of the
-one that wrote the same output (:mod:`streamtable.runtime.checkpoint_adoption`). Naming the
-sinks (``to(topic, name=...)``) keeps the names stable outright, as Kafka Streams advises for
-its own generated names.
+``KTable.filter`` added after an unwindowed ``count`` or built-in reducer, or removed,
+changes its state form: see :mod:`streamtable.topology.old_values`), a new sink, a removed
+sink. Queries are named after their terminal node: a generated name
+(``KSTREAM-SINK-0000000007``) changes when a node is added before it; the query with the new
+name then takes over the checkpoint of the one that wrote the same output
+(:mod:`streamtable.runtime.checkpoint_adoption`). Naming the sinks (``to(topic, name=...)``)
+keeps the names stable outright, as Kafka Streams advises for its own generated names.
 """
 
 from __future__ import annotations

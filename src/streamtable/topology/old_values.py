@@ -1,24 +1,33 @@
-"""Which stream aggregations send their old aggregate with each update, for a table filter
-after them.
+"""Which aggregations send their old aggregate with each update, for a table filter after
+them.
 
 Kafka Streams' ``KTableFilter`` asks its parent for old values when the parent is
 materialized (an aggregation always is), and then forwards nothing for a row that neither
-passes nor passed, instead of a tombstone. streamtable follows that for an unwindowed stream
-aggregation (``KGroupedStream.count/reduce/aggregate``) whose table is filtered through a
-chain of ``filter``/``filter_not``/``map_values``: the aggregation emits the old aggregate
-beside each update. Such an aggregation runs as a Python fold, also for ``count`` or a
-built-in reducer (Spark's own aggregation does not give the value before a micro-batch), and
-the topology's fingerprint says so.
+passes nor passed, instead of a tombstone. streamtable follows that for a stream aggregation
+(``KGroupedStream.count/reduce/aggregate``, unwindowed or in time windows) whose table is
+filtered through a chain of ``filter``/``filter_not``/``map_values``: the aggregation emits the
+old aggregate beside each update. Such an unwindowed aggregation runs as a Python fold, also
+for ``count`` or a built-in reducer (Spark's own aggregation does not give the value before a
+micro-batch), and the topology's fingerprint says so. Session and sliding windows do not send
+old values yet: a filter over them sends a tombstone for every failing update.
 """
 
 from __future__ import annotations
 
-from streamtable.topology.nodes import AggregateNode, GraphSnapshot, Node, TableOpKind, TableOpNode
+from streamtable.topology.nodes import (
+    AggregateNode,
+    CustomWindowSpec,
+    GraphSnapshot,
+    Node,
+    TableOpKind,
+    TableOpNode,
+    TimeWindowSpec,
+)
 
 
 def filtered_stream_aggregate(nodes: dict[str, Node], node: TableOpNode) -> AggregateNode | None:
-    """The unwindowed stream aggregation under the chain of ``filter``/``map_values`` that ends
-    at ``node``, when the chain holds a ``filter``; else ``None``.
+    """The aggregation under the chain of ``filter``/``map_values`` that ends at ``node``,
+    when the chain holds a ``filter`` and the aggregation sends old values; else ``None``.
     """
     has_filter = False
     parent: Node = node
@@ -57,4 +66,8 @@ def table_filtered(graph: GraphSnapshot, node: AggregateNode) -> bool:
 
 
 def _sends_old_values(node: Node) -> bool:
-    return isinstance(node, AggregateNode) and node.windows is None and node.aggregation is not None
+    return (
+        isinstance(node, AggregateNode)
+        and node.aggregation is not None
+        and (node.windows is None or isinstance(node.windows, TimeWindowSpec | CustomWindowSpec))
+    )

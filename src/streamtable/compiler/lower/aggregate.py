@@ -49,7 +49,9 @@ def native_aggregation(ctx: CompileContext, node: AggregateNode) -> str | None:
     filter after it needs old aggregates (:mod:`streamtable.topology.old_values`).
     """
     agg = node.aggregation
-    if agg is None or ctx.append_only or table_filtered(ctx.graph, node):
+    if agg is None or ctx.append_only:
+        return None
+    if node.windows is None and table_filtered(ctx.graph, node):
         return None
     return agg.native
 

@@ -93,13 +93,15 @@ def lower_windowed_aggregate(
     parent: Frame,
     *,
     emit_final: SuppressSpec | None = None,
+    with_old: bool = False,
 ) -> Frame:
     """Aggregate ``parent`` (keyed by the group key codec) per key and window.
 
     Output: one row per updated window per micro-batch (or, with ``emit_final``, the
     ``suppress(until_window_closes)`` spec, one row per window once it has closed), keyed by
     the windowed key, the aggregate as value; session merges also emit tombstones for the
-    merged-away sessions.
+    merged-away sessions. ``with_old`` (time windows, emit-on-update) adds a column ``old``,
+    each changed window's aggregate before the micro-batch (pickled, as ``value``).
 
     Raises
     ------
@@ -136,6 +138,7 @@ def lower_windowed_aggregate(
         keep_late=report and node.late_records_topic is not None,
         buffer_max_records=None if emit_final is None else emit_final.max_records,
         buffer_max_bytes=None if emit_final is None else emit_final.max_bytes,
+        with_old=with_old,
     )
     writer = None
     if spec.keep_late:
@@ -159,7 +162,7 @@ def lower_windowed_aggregate(
     kind = "session" if isinstance(windows, SessionWindowSpec) else "window"
     ctx.register_store(node.store_name, kind, parent.key_codec, WindowEntries())
     frame = Frame(
-        frame_columns_only(out),
+        out if with_old else frame_columns_only(out),
         windowed_key_codec(parent.key_codec, windows),
         PickleCodec(),
         stateful=True,

@@ -111,6 +111,11 @@ class WindowAggregateSpec:
         ``emit_final`` with a bounded ``BufferConfig``: the most windows (or bytes of keys and
         aggregates) waiting for their final result; more stops the application
         (``shutDownWhenFull``). Enforced per state page, at ``ceil(bound / pages)``.
+    with_old : bool
+        Emit-on-update time windows only: each update (and tombstone) carries the window's
+        aggregate before the micro-batch in ``Out.old`` (pickled; ``None`` for a window new in
+        the micro-batch), for a table filter after the aggregation
+        (:mod:`streamtable.topology.old_values`).
     """
 
     node_name: str
@@ -123,6 +128,7 @@ class WindowAggregateSpec:
     keep_late: bool = False
     buffer_max_records: int | None = None
     buffer_max_bytes: int | None = None
+    with_old: bool = False
 
 
 @dataclass
@@ -359,10 +365,20 @@ class WindowKernel:
         if have is None or t < have:
             nxt[self.sources] = t
 
-    def update_out(self, gk: bytes, start: int, end: int, window: list[Any], rec: Rec) -> Out:
-        """The update record of a changed window (emit-on-update)."""
+    def update_out(
+        self,
+        gk: bytes,
+        start: int,
+        end: int,
+        window: list[Any],
+        rec: Rec,
+        old: bytes | None = None,
+    ) -> Out:
+        """The update record of a changed window (emit-on-update), with the window's pickled
+        aggregate before the micro-batch ``old`` when the kernel tracks it.
+        """
         value = pickle.dumps(window[0], protocol=5)
-        return Out.of(rec, self.window_key(gk, start, end), value, ts=window[1])
+        return Out.of(rec, self.window_key(gk, start, end), value, old, ts=window[1])
 
     def after_batch(
         self, entries: dict[bytes, Any], meta: dict[str, Any], low: int | None
@@ -535,6 +551,10 @@ class TimeWindowKernel(WindowKernel):
         windows: dict[tuple[int, int], list[Any]] = entry if entry is not None else {}
         changed: dict[tuple[int, int], Rec] = {}
         deleted: dict[tuple[int, int], int] = {}  # window -> its tombstone's timestamp
+        # each changed window's aggregate before the micro-batch, pickled before the first
+        # fold (which may change it in place)
+        olds: dict[tuple[int, int], bytes | None] = {}
+        track_old = self.spec.with_old and not self.spec.emit_final
         for rec, value in zip(records, values, strict=True):
             st = self.stream_time(rec, floor)
             for start, end in self.bounds_for(w, rec):
@@ -542,6 +562,8 @@ class TimeWindowKernel(WindowKernel):
                     self.drop_late(rec, start, end, st)
                     continue
                 window = windows.get((start, end))
+                if track_old and (start, end) not in olds:
+                    olds[(start, end)] = None if window is None else pickle.dumps(window[0], 5)
                 if window is None:
                     window = windows[(start, end)] = [self.initial(rec), rec.ts, False]
                     self.schedule(meta, start, end)
@@ -555,9 +577,9 @@ class TimeWindowKernel(WindowKernel):
         outs: list[Out] = []
         if not self.spec.emit_final:
             outs = [
-                self.update_out(gk, s, e, windows[(s, e)], r)
+                self.update_out(gk, s, e, windows[(s, e)], r, olds.get((s, e)))
                 if (s, e) in windows
-                else Out.of(r, self.window_key(gk, s, e), None, ts=deleted[(s, e)])
+                else Out.of(r, self.window_key(gk, s, e), None, olds.get((s, e)), deleted[(s, e)])
                 for (s, e), r in changed.items()
             ]
         return (windows or None), outs

@@ -53,7 +53,8 @@ import org.apache.kafka.streams.state.Stores;
  * the defaults below. Topologies: stream-table-join, table-table-join,
  * table-aggregate, flights-weather, flights-planes, flights-fk-planes, windowed-count,
  * windowed-aggregate, flights-hourly, windowed-parity, and the chains of several sub-topologies
- * join-rekey-reduce, count-histogram, count-filter, table-join-regroup, three-level (see
+ * join-rekey-reduce, count-histogram, count-filter, windowed-count-filter, table-join-regroup,
+ * three-level (see
  * streamtable.reference.kafka_streams).
  *
  * <p>With {@code --param metrics_file=PATH} (windowed topologies), the sum of the tasks'
@@ -169,6 +170,7 @@ public final class ReferenceApp {
             case "join-rekey-reduce" -> joinRekeyReduce(b, p);
             case "count-histogram" -> countHistogram(b, p);
             case "count-filter" -> countFilter(b, p);
+            case "windowed-count-filter" -> windowedCountFilter(b, p);
             case "table-join-regroup" -> tableJoinRegroup(b, p);
             case "three-level" -> threeLevel(b, p);
             case "flights-carrier-seats" -> flightsCarrierSeats(b, p);
@@ -495,6 +497,19 @@ public final class ReferenceApp {
                 .count(Materialized.as("user-counts"))
                 .filter((user, n) -> n >= 2 && n != 4)
                 .toStream()
+                .to(required(p, "output"), Produced.with(STR, Serdes.Long()));
+    }
+
+    /**
+     * Events per user and window, filtered as a table (counts 2, 3 and from 5 pass; 4 stops
+     * passing), written as "user@start": KTableFilter gets the window store's old values.
+     */
+    static void windowedCountFilter(StreamsBuilder b, Map<String, String> p) {
+        windowed(b.stream(required(p, "input"), Consumed.with(STR, STR)).groupByKey(), p)
+                .count(windowStore("count-store", p, Serdes.Long()))
+                .filter((wk, n) -> n >= 2 && n != 4)
+                .toStream()
+                .map((wk, n) -> KeyValue.pair(wk.key() + "@" + wk.window().start(), n))
                 .to(required(p, "output"), Produced.with(STR, Serdes.Long()));
     }
 
