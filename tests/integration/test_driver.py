@@ -214,6 +214,43 @@ def test_filter_over_a_stream_count_sends_nothing_for_a_count_that_never_passed(
         assert out.read_key_values_to_list() == [("bob", 3)]
 
 
+def test_a_deleted_aggregate_s_tombstone_carries_the_deleting_record_s_timestamp(spark):
+    # Kafka Streams' record cache forwards a deletion with the timestamp of the put that
+    # deleted (TimestampedCacheFlushListener: record.timestamp() when the new value is null),
+    # not the aggregate's largest timestamp; unwindowed and per time window alike
+    from datetime import timedelta
+
+    from streamtable import TimeWindows
+
+    def total(key, value, agg):
+        return None if value == "del" else agg + int(value)
+
+    b = StreamsBuilder()
+    grouped = b.stream("in", key_serde=S, value_serde=S).group_by_key()
+    grouped.aggregate(lambda: 0, total).to_stream().to("totals", key_serde=S, value_serde=L)
+    (
+        grouped.windowed_by(TimeWindows.of_size_with_no_grace(timedelta(seconds=10)))
+        .aggregate(lambda: 0, total)
+        .to_stream()
+        .map(lambda wk, n: (f"{wk.key}@{wk.start}", n))
+        .to("windowed", key_serde=S, value_serde=L)
+    )
+    with TopologyTestDriver(b.build()) as driver:
+        inp = driver.create_input_topic("in", S, S)
+        inp.pipe_input("a", "5", timestamp=8_000)
+        inp.pipe_input("a", "del", timestamp=3_000)  # out of order: deletes both
+        totals = driver.create_output_topic("totals", S, L).read_records_to_list()
+        windowed = driver.create_output_topic("windowed", S, L).read_records_to_list()
+        assert [(r.key, r.value, r.timestamp) for r in totals] == [
+            ("a", 5, 8_000),
+            ("a", None, 3_000),
+        ]
+        assert [(r.key, r.value, r.timestamp) for r in windowed] == [
+            ("a@0", 5, 8_000),
+            ("a@0", None, 3_000),
+        ]
+
+
 def test_filter_over_a_stream_aggregation_whose_aggregator_deletes_the_row(spark):
     # an aggregator returning None deletes the row (KStreamAggregate): the filter forwards a
     # tombstone only when the deleted aggregate passed; a list aggregate changed in place

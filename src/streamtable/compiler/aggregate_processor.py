@@ -141,7 +141,8 @@ class AggregateProcessor(StatefulProcessor):
         """The key's aggregate and timestamp after ``records``: ``None`` when the aggregator
         (or reducer) returned ``None`` last. As in ``KStreamAggregate``/``KStreamReduce``, a
         ``None`` aggregate deletes the key's entry, and the next record starts afresh from
-        ``initializer()`` (a reduce: from its value) with its own timestamp.
+        ``initializer()`` (a reduce: from its value) with its own timestamp. A deletion's
+        timestamp is the deleting record's, as Kafka Streams' record cache forwards it.
         """
         spec = self.spec
         k = spec.key_codec.decode_many([group_key])[0]
@@ -156,7 +157,9 @@ class AggregateProcessor(StatefulProcessor):
                 agg = fold(k, v, agg)
             except Exception as e:
                 raise user_code_error(e, spec.node_name, "aggregator", *rec[2:5]) from e
-            ts = rec[1] if ts is None else max(ts, rec[1])
+            # a deletion's tombstone carries the deleting record's timestamp (the record
+            # cache's flush: TimestampedCacheFlushListener)
+            ts = rec[1] if ts is None or agg is None else max(ts, rec[1])
             present = agg is not None
         return agg, ts
 

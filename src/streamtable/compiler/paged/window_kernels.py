@@ -572,7 +572,9 @@ class TimeWindowKernel(WindowKernel):
                     window[1] = rec.ts
                 if window[0] is None:  # KStreamWindowAggregate puts null: the window is gone
                     del windows[(start, end)]
-                    deleted[(start, end)] = window[1]
+                    # the tombstone carries the deleting record's timestamp, as the caching
+                    # store's flush forwards a deletion (TimestampedCacheFlushListener)
+                    deleted[(start, end)] = rec.ts
                 changed[(start, end)] = rec
         outs: list[Out] = []
         if not self.spec.emit_final:
