@@ -141,8 +141,7 @@ def test_a_time_window_kernel_emits_each_windows_aggregate_from_before_the_micro
     assert got == {
         0: (["b"], ["a"]),  # deleted, then started again by b: old is from before the batch
         5: (None, ["a"]),  # deleted, started again by b, c, deleted again by 13
-        10: (None, None),  # started by 12 and deleted by 13: nothing before, nothing now
-    }
+    }  # [10, 20), started by 12 and deleted by 13, forwards nothing (nor would Kafka's cache)
     entry, got = batch(entry, (25, "d"), (3, "late"))
     assert got == {20: (["d"], None), 25: (["d"], None)}  # 3 is past [0, 10)'s close
     assert kernel.drops == {"late": 1}

@@ -5,8 +5,9 @@ Follows Kafka Streams' ``KStreamAggregate``:
 - records of one key are folded in (timestamp, topic, partition, offset, sequence) order, so the
   result does not depend on the order Spark's shuffle delivers them in;
 - the first record of a key starts from ``initializer()``; an aggregator (or reducer) that
-  returns ``None`` deletes the key's aggregate, a tombstone is emitted, and the key's next
-  record starts from ``initializer()`` again;
+  returns ``None`` deletes the key's aggregate, a tombstone is emitted (nothing for a key that
+  had no aggregate before the micro-batch either, as Kafka Streams' caching store skips such a
+  flush), and the key's next record starts from ``initializer()`` again;
 - the output timestamp is the largest timestamp that contributed;
 - one update per key is emitted per micro-batch, as Kafka Streams' record cache coalesces
   updates; with ``AggregateSpec.with_old`` it carries the key's aggregate before the
@@ -97,14 +98,18 @@ class AggregateProcessor(StatefulProcessor):
         for gk, records in groups.items():
             records.sort(key=lambda r: r[1:])
             entry = entries.get(gk)
-            if self.spec.with_old:  # encoded before the fold, which may change it in place
-                olds.append(None if entry is None else self._encode([entry[0]])[0])
+            old = None
+            if self.spec.with_old and entry is not None:  # before the fold (may change it)
+                old = self._encode([entry[0]])[0]
             agg, ts = self._fold(gk, records, entry)
             if agg is None:
                 entries.pop(gk, None)  # deleted: a tombstone goes out
+                if entry is None:  # none before either: the record cache forwards nothing
+                    continue
             else:
                 entries[gk] = (agg, ts)
             updates.append((gk, agg, ts))
+            olds.append(old)
         self.state.update((pickle.dumps(page, protocol=5),))
         values = self._encode([agg for _, agg, _ in updates])
         if self.spec.with_old:

@@ -142,21 +142,28 @@ class KafkaAdmin:
             )
         return found
 
-    def end_offsets(self, topics: Iterable[str]) -> dict[tuple[str, int], int]:
-        """The current end offset (high watermark) of every partition of ``topics``."""
-        return self.list_offsets(self.topic_partitions(topics), OffsetSpec.latest(), "end")
-
-    def end_offsets_of(
-        self, partitions: Mapping[str, int], *, read_committed: bool, timeout_s: float
+    def end_offsets(
+        self,
+        topics: Iterable[str] | Mapping[str, int],
+        *,
+        read_committed: bool = False,
+        timeout_s: float | None = None,
     ) -> dict[tuple[str, int], int]:
-        """The end offset of every partition of ``{topic: partition count}``: the last stable
-        offset with ``read_committed``, else the high watermark.
+        """The current end offset of every partition of ``topics``: the high watermark, or
+        with ``read_committed`` the last stable offset (a ``read_committed`` consumer's end).
+
+        ``topics`` may map each topic to its partition count, which saves a metadata request.
+        ``timeout_s``: see :meth:`list_offsets`.
 
         Raises
         ------
         StreamtableError
-            If the broker could not answer for a partition within ``timeout_s``.
+            If the broker could not answer for a partition in time.
         """
+        if isinstance(topics, Mapping):
+            partitions: Mapping[str, int] = topics
+        else:
+            partitions = self.topic_partitions(topics)
         return self.list_offsets(
             partitions,
             OffsetSpec.latest(),

@@ -1092,7 +1092,7 @@ class KafkaStreams:
             str(cfg.consumer_config.get("isolation.level", "")).lower() == "read_committed"
         )
         try:
-            return admin.end_offsets_of(counts, read_committed=committed, timeout_s=5.0)
+            return admin.end_offsets(counts, read_committed=committed, timeout_s=5.0)
         except Exception as e:  # noqa: BLE001 - metrics never fail on a broker hiccup
             log.debug("records-lag: could not read the end offsets: %s", e)
             return {}

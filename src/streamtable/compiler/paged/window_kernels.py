@@ -551,6 +551,7 @@ class TimeWindowKernel(WindowKernel):
         windows: dict[tuple[int, int], list[Any]] = entry if entry is not None else {}
         changed: dict[tuple[int, int], Rec] = {}
         deleted: dict[tuple[int, int], int] = {}  # window -> its tombstone's timestamp
+        created: set[tuple[int, int]] = set()  # windows not in state before the micro-batch
         # each changed window's aggregate before the micro-batch, pickled before the first
         # fold (which may change it in place)
         olds: dict[tuple[int, int], bytes | None] = {}
@@ -565,6 +566,8 @@ class TimeWindowKernel(WindowKernel):
                 if track_old and (start, end) not in olds:
                     olds[(start, end)] = None if window is None else pickle.dumps(window[0], 5)
                 if window is None:
+                    if (start, end) not in changed:
+                        created.add((start, end))
                     window = windows[(start, end)] = [self.initial(rec), rec.ts, False]
                     self.schedule(meta, start, end)
                 window[0] = self.fold(key, value, window[0], rec)
@@ -578,10 +581,13 @@ class TimeWindowKernel(WindowKernel):
                 changed[(start, end)] = rec
         outs: list[Out] = []
         if not self.spec.emit_final:
+            # a window created and deleted within the micro-batch forwards nothing (Kafka
+            # Streams' caching window store skips a flush with neither new nor old value)
             outs = [
                 self.update_out(gk, s, e, windows[(s, e)], r, olds.get((s, e)))
                 if (s, e) in windows
                 else Out.of(r, self.window_key(gk, s, e), None, olds.get((s, e)), deleted[(s, e)])
                 for (s, e), r in changed.items()
+                if (s, e) in windows or (s, e) not in created
             ]
         return (windows or None), outs
