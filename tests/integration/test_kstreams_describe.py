@@ -115,6 +115,16 @@ CASES: dict[str, tuple[str, dict[str, str], Callable[[], Topology]]] = {
         {"input": "events", "output": "out"},
         lambda: twins.count_histogram("events", "out"),
     ),
+    "count-filter": (
+        "count-filter",
+        {"input": "events", "output": "out"},
+        lambda: twins.count_filter("events", "out"),
+    ),
+    "windowed-count-filter": (
+        "windowed-count-filter",
+        {"input": "in", "output": "out", **WINDOW_PARAMS},
+        lambda: twins.windowed_count_filter("in", "out", **WINDOW),
+    ),
     "table-join-regroup": (
         "table-join-regroup",
         {"left": "regions", "right": "scores", "output": "out"},
