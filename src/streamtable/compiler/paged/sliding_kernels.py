@@ -23,8 +23,10 @@ its window store (the reverse-iterator path, which the default stores support):
   instead (``processEarly``);
 - every update checks the window: one ending before the close time is skipped and the record
   counted as late for it (Kafka Streams' dropped-records sensor counts each skipped window);
-  an update whose aggregate is ``None`` deletes the window (its tombstone is sent), as the
-  processor's ``put`` of a null aggregate does: later records no longer find it.
+  an update whose aggregate is ``None`` deletes the window, as the processor's ``put`` of a
+  null aggregate does: later records no longer find it. Its tombstone carries the deleting
+  record's timestamp, and a window that was not in state before the micro-batch sends none
+  (Kafka Streams' caching window store flush).
 
 A window's timestamp is the largest timestamp of its records; windowed keys are written with
 the window start (``TimeWindowedSerializer`` with window size ``d``).
@@ -171,11 +173,14 @@ class SlidingWindowKernel(BoundaryEmitKernel):
             run.record(rec, value, self.stream_time(rec, floor))
         outs = run.finals
         if not self.spec.emit_final:
+            # a window created and deleted within the micro-batch forwards nothing (Kafka
+            # Streams' caching window store skips a flush with neither new nor old value)
             outs = [
                 self.update_out(gk, s, e, windows[(s, e)], r)
                 if (s, e) in windows
                 else Out.of(r, self.window_key(gk, s, e), None, ts=run.deleted[(s, e)])
                 for (s, e), r in run.changed.items()
+                if (s, e) in windows or (s, e) not in run.created
             ]
         return (windows or None), outs
 
@@ -197,6 +202,7 @@ class _SlidingRun:
         self.d, self.grace = d, grace
         self.changed: dict[tuple[int, int], Rec] = {}
         self.deleted: dict[tuple[int, int], int] = {}  # window -> its tombstone's timestamp
+        self.created: set[tuple[int, int]] = set()  # windows not in state before the batch
         self.finals: list[Out] = []
 
     def record(self, rec: Rec, value: Any, st: int) -> None:
@@ -301,13 +307,16 @@ class _SlidingRun:
         w = self.windows.get(window)
         if w is not None:
             k.before_change(self.gk, window, w, rec, self.before, self.finals)
+        elif window not in self.changed:
+            self.created.add(window)
         new = k.fold(self.key, self.value, agg, rec)
         new_ts = rec.ts if agg is None else max(rec.ts, agg_ts)
         self.changed.pop(window, None)
         self.changed[window] = rec
         if new is None:  # the processor puts a null aggregate: the window is gone
             self.windows.pop(window, None)
-            self.deleted[window] = new_ts
+            # at the deleting record's time, as the caching store flushes a deletion
+            self.deleted[window] = rec.ts
             return
         self.deleted.pop(window, None)
         if w is None:
@@ -324,6 +333,8 @@ class _SlidingRun:
         """
         ts = self.rec.ts
         window = (ts + 1, ts + 1 + self.d)
+        if window not in self.windows and window not in self.changed:
+            self.created.add(window)
         w = self.windows[window] = [right_agg[0], right_agg[1], False]
         self.k.schedule(self.meta, *window)
         self.changed.pop(window, None)
