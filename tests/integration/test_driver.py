@@ -176,21 +176,21 @@ def test_a_failing_filter_over_an_aggregation_skips_the_change_under_log_and_con
         assert out.read_key_values_to_list() == [("A", 3)]
 
 
+def _login_alerts(table_ops):
+    """A driver of logins counted per user, ``table_ops(counts)`` written to ``alerts``."""
+    b = StreamsBuilder()
+    counts = b.stream("logins", key_serde=S, value_serde=S).group_by_key().count()
+    table_ops(counts).to_stream().to("alerts", key_serde=S, value_serde=L)
+    return TopologyTestDriver(b.build())
+
+
 def test_filter_over_a_stream_count_sends_nothing_for_a_count_that_never_passed(spark):
     # KTableFilter gets old values from KStreamAggregate (materialized): the classic
     # "count >= 2" alert emits only counts that pass, and a tombstone only for a row that
     # passed and stops passing (here through map_values, which forwards old values too)
-    b = StreamsBuilder()
-    (
-        b.stream("logins", key_serde=S, value_serde=S)
-        .group_by_key()
-        .count()
-        .map_values(lambda n: n % 3)
-        .filter(lambda user, n: n >= 1)
-        .to_stream()
-        .to("alerts", key_serde=S, value_serde=L)
-    )
-    with TopologyTestDriver(b.build()) as driver:
+    with _login_alerts(
+        lambda counts: counts.map_values(lambda n: n % 3).filter(lambda user, n: n >= 1)
+    ) as driver:
         inp = driver.create_input_topic("logins", S, S)
         out = driver.create_output_topic("alerts", S, L)
         inp.pipe_input("alice", "x")  # 1: passes
@@ -199,16 +199,7 @@ def test_filter_over_a_stream_count_sends_nothing_for_a_count_that_never_passed(
         assert out.read_key_values_to_list() == [("alice", 2), ("alice", None)]
         inp.pipe_input("alice", "x")
         assert out.read_key_values_to_list() == [("alice", 1)]
-    b2 = StreamsBuilder()
-    (
-        b2.stream("logins", key_serde=S, value_serde=S)
-        .group_by_key()
-        .count()
-        .filter(lambda user, n: n >= 3)
-        .to_stream()
-        .to("alerts", key_serde=S, value_serde=L)
-    )
-    with TopologyTestDriver(b2.build()) as driver:
+    with _login_alerts(lambda counts: counts.filter(lambda user, n: n >= 3)) as driver:
         inp = driver.create_input_topic("logins", S, S)
         out = driver.create_output_topic("alerts", S, L)
         inp.pipe_key_value_list([("bob", "x"), ("bob", "x"), ("carol", "x")])

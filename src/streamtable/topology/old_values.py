@@ -65,6 +65,13 @@ def table_filtered(graph: GraphSnapshot, node: AggregateNode) -> bool:
     return False
 
 
+def folds_in_python(graph: GraphSnapshot, node: AggregateNode) -> bool:
+    """Whether ``node``, an unwindowed aggregation, must run as a Python fold to send old
+    aggregates (a ``count`` or built-in reducer otherwise runs as Spark's aggregation).
+    """
+    return node.windows is None and table_filtered(graph, node)
+
+
 def _sends_old_values(node: Node) -> bool:
     return (
         isinstance(node, AggregateNode)

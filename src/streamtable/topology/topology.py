@@ -24,7 +24,7 @@ from streamtable.topology.nodes import (
     TableAggregateNode,
     TableSourceNode,
 )
-from streamtable.topology.old_values import table_filtered
+from streamtable.topology.old_values import folds_in_python
 
 
 class Topology(HandBuiltTopology):
@@ -161,7 +161,7 @@ def _aggregation_kind(node: AggregateNode, graph: GraphSnapshot) -> str | None:
     agg = node.aggregation
     if agg is None:
         return None
-    if agg.native is None or (node.windows is None and table_filtered(graph, node)):
+    if agg.native is None or folds_in_python(graph, node):
         return "python"
     if agg.native == "count" or node.value_serde is None:
         return agg.native

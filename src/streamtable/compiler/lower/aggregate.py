@@ -33,7 +33,7 @@ from streamtable.compiler.metrics import count_and_drop
 from streamtable.compiler.pack_stage import PackStage
 from streamtable.compiler.paged.stores import KeyValueEntries
 from streamtable.topology.nodes import NATIVE_VALUE_SERDES, AggregateNode
-from streamtable.topology.old_values import table_filtered
+from streamtable.topology.old_values import folds_in_python
 
 
 def group_key_codec(ctx: CompileContext, node: AggregateNode) -> Codec:
@@ -49,9 +49,7 @@ def native_aggregation(ctx: CompileContext, node: AggregateNode) -> str | None:
     filter after it needs old aggregates (:mod:`streamtable.topology.old_values`).
     """
     agg = node.aggregation
-    if agg is None or ctx.append_only:
-        return None
-    if node.windows is None and table_filtered(ctx.graph, node):
+    if agg is None or ctx.append_only or folds_in_python(ctx.graph, node):
         return None
     return agg.native
 
