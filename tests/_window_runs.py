@@ -57,8 +57,10 @@ def kernel_for(
     *,
     emit_final: bool = False,
     retention_ms: int | None = None,
+    with_old: bool = False,
 ) -> WindowKernel:
-    """The kernel of ``windows`` (retention: Kafka Streams' default unless given)."""
+    """The kernel of ``windows`` (retention: Kafka Streams' default unless given; ``with_old``:
+    outputs carry each window's aggregate before the micro-batch)."""
     if retention_ms is None:
         if isinstance(windows, SessionWindowSpec):
             retention_ms = windows.inactivity_gap_ms + windows.grace_ms
@@ -75,6 +77,7 @@ def kernel_for(
         retention_ms=retention_ms,
         emit_final=emit_final,
         keep_late=True,
+        with_old=with_old,
     )
     if isinstance(windows, TimeWindowSpec | CustomWindowSpec):
         return TimeWindowKernel(spec)
@@ -97,6 +100,8 @@ class Run:
     low: int | None
     kernel: WindowKernel
     batches: list[list[Out]] = field(default_factory=list)
+    #: per micro-batch, every window in state before it: (key, start, end) -> aggregate
+    befores: list[dict[tuple[bytes, int, int], Any]] = field(default_factory=list)
 
     def window(self, out: Out) -> tuple[bytes, int, int]:
         """(key, start, end) of an output's windowed key."""
@@ -152,6 +157,7 @@ def drive(
     pt: int | None = None
     outs: list[Out] = []
     batches: list[list[Out]] = []
+    befores: list[dict[tuple[bytes, int, int], Any]] = []
     late: list[tuple[int, int, int]] = []
     drops = 0
     for a, b in zip(bounds, bounds[1:], strict=False):
@@ -163,6 +169,13 @@ def drive(
             groups.setdefault(key, []).append(rec)
         kernel.drops = {}
         kernel.late = []
+        befores.append(
+            {
+                (gk, s, e): pickle.loads(pickle.dumps(w[0]))
+                for gk, windows in entries.items()
+                for (s, e), w in windows.items()
+            }
+        )
         batch: list[Out] = []
         for gk in sorted(groups):
             entry, o = kernel.process(gk, groups[gk], entries.get(gk), meta)
@@ -176,7 +189,7 @@ def drive(
         batches.append(batch)
         late.extend((r.offset, d["window_start"], d["window_end"]) for r, d in kernel.late)
         drops += kernel.drops.get("late", 0)
-    return Run(entries, outs, sorted(late), drops, pt, kernel, batches)
+    return Run(entries, outs, sorted(late), drops, pt, kernel, batches, befores)
 
 
 def recs(*ts: int, key: bytes = b"A", value: Any = 1) -> list[tuple[bytes, int, Any]]:

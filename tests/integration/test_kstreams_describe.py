@@ -125,6 +125,16 @@ CASES: dict[str, tuple[str, dict[str, str], Callable[[], Topology]]] = {
         {"input": "in", "output": "out", **WINDOW_PARAMS},
         lambda: twins.windowed_count_filter("in", "out", **WINDOW),
     ),
+    "session-count-filter": (
+        "session-count-filter",
+        {"input": "in", "output": "out", "gap_ms": "200", "grace_ms": "1000"},
+        lambda: twins.session_count_filter("in", "out", gap_ms=200, grace_ms=1000),
+    ),
+    "sliding-count-filter": (
+        "sliding-count-filter",
+        {"input": "in", "output": "out", "difference_ms": "300", "grace_ms": "1000"},
+        lambda: twins.sliding_count_filter("in", "out", difference_ms=300, grace_ms=1000),
+    ),
     "table-join-regroup": (
         "table-join-regroup",
         {"left": "regions", "right": "scores", "output": "out"},

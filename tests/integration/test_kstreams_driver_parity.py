@@ -181,6 +181,19 @@ CASES = {
         lambda: events_input("ev"),
         lambda: twins.windowed_count_filter("ev", "out", size_ms=500, grace_ms=1000),
     ),
+    # counts per user and session (gap 200 ms: merges of two and three sessions, a session
+    # whose record falls inside it) filtered as a table; nothing late
+    "session-count-filter": (
+        {"input": "ev", "gap_ms": "200", "grace_ms": "1000"},
+        lambda: events_input("ev"),
+        lambda: twins.session_count_filter("ev", "out", gap_ms=200, grace_ms=1000),
+    ),
+    # counts per user in sliding windows (300 ms) filtered as a table; nothing late
+    "sliding-count-filter": (
+        {"input": "ev", "difference_ms": "300", "grace_ms": "1000"},
+        lambda: events_input("ev"),
+        lambda: twins.sliding_count_filter("ev", "out", difference_ms=300, grace_ms=1000),
+    ),
     "three-level": (
         {"input": "ev"},
         lambda: events_input("ev"),

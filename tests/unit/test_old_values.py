@@ -9,7 +9,14 @@ from datetime import timedelta
 
 import pytest
 
-from streamtable import Reducers, Serdes, SessionWindows, StreamsBuilder, TimeWindows
+from streamtable import (
+    Reducers,
+    Serdes,
+    SessionWindows,
+    SlidingWindows,
+    StreamsBuilder,
+    TimeWindows,
+)
 from streamtable.compiler.codecs import PickleCodec, SerdeCodec
 from streamtable.compiler.paged.records import Rec
 from streamtable.compiler.paged.window_kernels import TimeWindowKernel, WindowAggregateSpec
@@ -42,9 +49,9 @@ def test_a_filter_through_map_values_makes_a_count_a_python_fold_in_the_fingerpr
     }
 
 
-def test_time_windows_send_old_values_without_changing_the_fingerprint():
+def test_windows_send_old_values_without_changing_the_fingerprint():
     # a windowed count always runs as a Python kernel: filtering it changes no state form;
-    # session windows and a table re-grouped by KTable.group_by are not marked
+    # a table re-grouped by KTable.group_by is not marked (its own table op reads old values)
     def build(filtered):
         b = StreamsBuilder()
         grouped = b.stream("in").group_by_key()
@@ -54,14 +61,18 @@ def test_time_windows_send_old_values_without_changing_the_fingerprint():
         sessions = grouped.windowed_by(
             SessionWindows.of_inactivity_gap_with_no_grace(timedelta(seconds=5))
         ).count(name="sessions")
+        sliding = grouped.windowed_by(
+            SlidingWindows.of_time_difference_with_no_grace(timedelta(seconds=5))
+        ).count(name="sliding")
         regrouped = grouped.count(name="regrouped").group_by(lambda k, n: (str(n), k)).count()
-        for table, topic in ((windowed, "a"), (sessions, "b"), (regrouped, "c")):
+        tables = ((windowed, "a"), (sessions, "b"), (sliding, "c"), (regrouped, "d"))
+        for table, topic in tables:
             (table.filter(lambda k, n: n > 1) if filtered else table).to_stream().to(topic)
         return b.build()
 
     graph = build(True).graph
     marked = {n.store_name: table_filtered(graph, n) for n in graph.of_type(AggregateNode)}
-    assert marked == {"windowed": True, "sessions": False, "regrouped": False}
+    assert marked == {"windowed": True, "sessions": True, "sliding": True, "regrouped": False}
     assert _kinds_of(build(True)) == _kinds_of(build(False))
     assert _kinds_of(build(True))["windowed"] == "count"
 

@@ -5,6 +5,7 @@ late records and the same final results."""
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable
 from typing import Any
 
@@ -78,31 +79,34 @@ def test_a_time_window_aggregator_returning_none_deletes_the_window(cuts):
 @pytest.mark.parametrize("cuts", ["each", ""])
 def test_a_session_aggregator_returning_none_deletes_the_session(cuts):
     # KStreamSessionWindowAggregate puts the null aggregate of the merged session: the session
-    # is gone (its tombstone goes out, at its end), so a later record within the gap starts a
-    # new session from initializer() instead of merging with it (the merger never sees None)
+    # is gone, so a later record within the gap starts a new session from initializer()
+    # instead of merging with it (the merger never sees None). A session in the store before
+    # the micro-batch gets its tombstone (at its end); one made and deleted within it sends
+    # nothing, as Kafka Streams' caching session store skips a flush with neither new nor old
+    # value (CachingSessionStore.putAndMaybeForward)
     k = kernel_for(SessionWindowSpec(5, 100), "clearing")  # None for a negative value
     run = drive(k, [(b"A", 10, 4), (b"A", 12, -1), (b"A", 14, 3)], cuts)
     assert windows_of(run) == {(14, 14): 3}
     if cuts == "each":
         assert run.outputs() == [
             ((b"A", 10, 10), 4, 10),
-            ((b"A", 10, 10), None, 10),  # merged away into [10, 12]...
-            ((b"A", 10, 12), None, 12),  # ...whose aggregate is None: deleted
+            ((b"A", 10, 10), None, 10),  # merged away into [10, 12], whose aggregate is None
             ((b"A", 14, 14), 3, 14),
         ]
-    else:  # one micro-batch: each windowed key's last change
-        assert run.outputs() == [
-            ((b"A", 10, 10), None, 10),
-            ((b"A", 10, 12), None, 12),
-            ((b"A", 14, 14), 3, 14),
-        ]
+    else:  # one micro-batch: [10, 10] and [10, 12] came and went unseen
+        assert run.outputs() == [((b"A", 14, 14), 3, 14)]
 
 
 def test_a_session_aggregator_returning_none_for_a_record_at_its_session():
-    # a record at ts finding the session [ts, ts] updates it in place: None deletes it
-    run = drive(kernel_for(SessionWindowSpec(5, 100), "clearing"), [(b"A", 7, 2), (b"A", 7, -1)])
+    # a record at ts finding the session [ts, ts] updates it in place: None deletes it (a
+    # tombstone when the session was in the store before the micro-batch)
+    records = [(b"A", 7, 2), (b"A", 7, -1)]
+    run = drive(kernel_for(SessionWindowSpec(5, 100), "clearing"), records, "each")
     assert windows_of(run) == {}
-    assert run.outputs() == [((b"A", 7, 7), None, 7)]
+    assert run.outputs() == [((b"A", 7, 7), 2, 7), ((b"A", 7, 7), None, 7)]
+    run = drive(kernel_for(SessionWindowSpec(5, 100), "clearing"), records)
+    assert windows_of(run) == {}
+    assert run.outputs() == []
 
 
 @pytest.mark.parametrize("cuts", ["each", ""])
@@ -330,8 +334,14 @@ def test_session_record_inside_a_session():
     run = drive(k, recs(0, 4, 2), "each")
     assert run.batches[-1] == [run.outs[-1]]
     assert run.outputs()[-1] == ((b"A", 0, 4), 3, 4)
-    run = drive(k, recs(0, 4, 2))  # one micro-batch: [0, 0] merged away, [0, 4]
-    assert run.outputs() == [((b"A", 0, 0), None, 0), ((b"A", 0, 4), 3, 4)]
+    # one micro-batch: [0, 0] made and merged away unseen (the caching session store skips a
+    # flush with neither new nor old value), [0, 4]
+    run = drive(k, recs(0, 4, 2))
+    assert run.outputs() == [((b"A", 0, 4), 3, 4)]
+    # [0, 0] in the store before the micro-batch: its tombstone goes out
+    run = drive(k, recs(0, 4, 2), {1})
+    assert len(run.batches[-1]) == 2
+    assert run.outputs()[1:] == [((b"A", 0, 0), None, 0), ((b"A", 0, 4), 3, 4)]
 
 
 @pytest.mark.parametrize(("stream_time", "late"), [(29, False), (30, False), (31, True)])
@@ -493,6 +503,36 @@ def test_any_micro_batch_cut_gives_the_same_result(spec, records, cuts, agg, emi
                 assert finals == []
         else:
             assert each.table()[key] == value
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    window_specs(),
+    records_strategy,
+    st.sets(st.integers(1, 17)),
+    st.sampled_from(["count", "list", "clearing"]),
+)
+def test_each_output_carries_its_windows_aggregate_from_before_the_micro_batch(
+    spec, records, cuts, agg
+):
+    # Kafka Streams' caching window and session stores flush one (new, old) pair per changed
+    # window, old being the store's value before the flush (sent when a KTable.filter asks
+    # for old values), and skip a window with neither: every kind of window, any cut, an
+    # aggregator that changes its aggregate in place ("list") or deletes it ("clearing")
+    windows, retention = spec
+    kernel = kernel_for(windows, agg, retention_ms=retention, with_old=True)
+    run = drive(kernel, records, cuts)
+    assert len(run.befores) == len(run.batches)
+    for before, batch in zip(run.befores, run.batches, strict=True):
+        assert len({run.window(o) for o in batch}) == len(batch)  # one output per window
+        for o in batch:
+            old = None if o.old is None else pickle.loads(o.old)
+            assert old == before.get(run.window(o)), (run.window(o), batch)
+            assert (o.value, o.old) != (None, None), run.window(o)
+    # the old values change nothing else
+    plain = drive(kernel_for(windows, agg, retention_ms=retention), records, cuts)
+    assert plain.outputs() == run.outputs()
+    assert plain.state() == run.state()
 
 
 def test_session_emit_final_hidden_session_overwritten():

@@ -92,19 +92,19 @@ class KTable:
         when the deleted aggregate passed).
 
         Over an aggregation (``KGroupedStream`` ``count``/``reduce``/``aggregate``,
-        unwindowed or in time windows, or a ``KTable.group_by`` aggregation; also through
-        ``map_values``) the filter also sees each update's old aggregate (per window: its
-        aggregate before the micro-batch) and, as Kafka Streams' ``KTableFilter`` with old
+        unwindowed or in any kind of window, or a ``KTable.group_by`` aggregation; also
+        through ``map_values``) the filter also sees each update's old aggregate (per window or
+        session: its aggregate before the micro-batch; a merged-away session's tombstone
+        carries the session's aggregate) and, as Kafka Streams' ``KTableFilter`` with old
         values, sends nothing for a row that neither passes nor passed: ``group_by_key()
         .count().filter(lambda k, n: n >= 3).to_stream()`` gives only the counts from 3 on.
         Such an unwindowed stream ``count`` or built-in reducer runs as a Python fold (Spark's
         aggregation does not give the value before a micro-batch). Elsewhere every failing
         update gives a tombstone, also for a row that never passed: Kafka Streams sends none
-        for such a row where its filter gets old values (session or sliding windows, a
-        table-table or foreign-key join, a suppression, or a named table), so a consumer of
-        those must accept ``None``. With ``Materialized.with_caching_disabled()`` Kafka
-        Streams' old value of a new key is ``initializer()``; here it is always ``None``, as
-        with its record cache.
+        for such a row where its filter gets old values (a table-table or foreign-key join, a
+        suppression, or a named table), so a consumer of those must accept ``None``. With
+        ``Materialized.with_caching_disabled()`` Kafka Streams' old value of a new key is
+        ``initializer()``; here it is always ``None``, as with its record cache.
 
         Examples
         --------

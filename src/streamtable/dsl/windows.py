@@ -197,7 +197,9 @@ class SessionWindows:
     A record at ``t`` belongs to a session ``[start, end]`` (both inclusive, ms) when it is
     within ``inactivity_gap`` of it; a record bridging two sessions merges them. When sessions
     merge, a tombstone is emitted for each merged-away session's windowed key, then the
-    merged session (Kafka Streams' ``KStreamSessionWindowAggregate``). Records arriving after
+    merged session (Kafka Streams' ``KStreamSessionWindowAggregate``); a session made and
+    merged away within one micro-batch sends nothing, as Kafka Streams' record cache does not
+    flush it. Records arriving after
     stream time has passed their session's end + gap + grace are dropped.
 
     Examples

@@ -107,6 +107,8 @@ TOPOLOGIES: dict[str, tuple[str, ...]] = {
     "count-histogram": ("input", "output"),
     "count-filter": ("input", "output"),
     "windowed-count-filter": ("input", "output", "size_ms", "grace_ms"),
+    "session-count-filter": ("input", "output", "gap_ms", "grace_ms"),
+    "sliding-count-filter": ("input", "output", "difference_ms", "grace_ms"),
     "table-join-regroup": ("left", "right", "output"),
     "three-level": ("input", "output"),
     "flights-carrier-seats": ("flights", "planes", "output"),

@@ -668,6 +668,62 @@ def windowed_count_filter(input: str, output: str, *, size_ms: int, grace_ms: in
     return b.build()
 
 
+def _user_at_session(wk: Any, n: int | None) -> tuple[str, int | None]:
+    return f"{wk.key}@{wk.start}-{wk.end}", n
+
+
+def session_count_filter(input: str, output: str, *, gap_ms: int, grace_ms: int) -> Topology:  # noqa: A002
+    """Twin of ``session-count-filter``: events per user and session (``session-counts``)
+    filtered as a table, written keyed ``"user@start-end"``.
+    """
+    from streamtable import SessionWindows
+
+    windows = SessionWindows.of_inactivity_gap_and_grace(
+        timedelta(milliseconds=gap_ms), timedelta(milliseconds=grace_ms)
+    )
+    b = StreamsBuilder()
+    (
+        b.stream(input, key_serde=_S, value_serde=_S)
+        .group_by_key()
+        .windowed_by(windows)
+        .count(name="session-counts")
+        .filter(_passes_count_filter)
+        .to_stream()
+        .map(_user_at_session)
+        .to(output, key_serde=_S, value_serde=Serdes.long())
+    )
+    return b.build()
+
+
+def sliding_count_filter(
+    input: str,  # noqa: A002
+    output: str,
+    *,
+    difference_ms: int,
+    grace_ms: int,
+) -> Topology:
+    """Twin of ``sliding-count-filter``: events per user in sliding windows
+    (``sliding-counts``) filtered as a table, written keyed ``"user@start"``.
+    """
+    from streamtable import SlidingWindows
+
+    windows = SlidingWindows.of_time_difference_and_grace(
+        timedelta(milliseconds=difference_ms), timedelta(milliseconds=grace_ms)
+    )
+    b = StreamsBuilder()
+    (
+        b.stream(input, key_serde=_S, value_serde=_S)
+        .group_by_key()
+        .windowed_by(windows)
+        .count(name="sliding-counts")
+        .filter(_passes_count_filter)
+        .to_stream()
+        .map(_user_at_start)
+        .to(output, key_serde=_S, value_serde=Serdes.long())
+    )
+    return b.build()
+
+
 def _subtract_amount(_group: str, amount: int, agg: int) -> int:
     return agg - amount
 

@@ -1,27 +1,25 @@
-"""Which aggregations send their old aggregate with each update, for a table filter after
-them.
+"""Which aggregations send their old aggregate with each update, for a table filter after them.
 
-Kafka Streams' ``KTableFilter`` asks its parent for old values when the parent is
-materialized (an aggregation always is), and then forwards nothing for a row that neither
-passes nor passed, instead of a tombstone. streamtable follows that for a stream aggregation
-(``KGroupedStream.count/reduce/aggregate``, unwindowed or in time windows) whose table is
+Kafka Streams' ``KTableFilter`` asks its parent for old values when the parent is materialized
+(an aggregation always is), and then forwards nothing for a row that neither passes nor passed,
+instead of a tombstone. streamtable follows that for a stream aggregation
+(``KGroupedStream.count/reduce/aggregate``, unwindowed or in any kind of window) whose table is
 filtered through a chain of ``filter``/``filter_not``/``map_values``: the aggregation emits the
-old aggregate beside each update. Such an unwindowed aggregation runs as a Python fold, also
-for ``count`` or a built-in reducer (Spark's own aggregation does not give the value before a
-micro-batch), and the topology's fingerprint says so. Session and sliding windows do not send
-old values yet: a filter over them sends a tombstone for every failing update.
+old aggregate beside each update (per window: its aggregate before the micro-batch). Such an
+unwindowed aggregation runs as a Python fold, also for ``count`` or a built-in reducer (Spark's
+own aggregation does not give the value before a micro-batch), and the topology's fingerprint
+says so. Windowed aggregations always run in Python kernels: old values change no state form
+there.
 """
 
 from __future__ import annotations
 
 from streamtable.topology.nodes import (
     AggregateNode,
-    CustomWindowSpec,
     GraphSnapshot,
     Node,
     TableOpKind,
     TableOpNode,
-    TimeWindowSpec,
 )
 
 
@@ -73,8 +71,4 @@ def folds_in_python(graph: GraphSnapshot, node: AggregateNode) -> bool:
 
 
 def _sends_old_values(node: Node) -> bool:
-    return (
-        isinstance(node, AggregateNode)
-        and node.aggregation is not None
-        and (node.windows is None or isinstance(node.windows, TimeWindowSpec | CustomWindowSpec))
-    )
+    return isinstance(node, AggregateNode) and node.aggregation is not None

@@ -100,8 +100,8 @@ def lower_windowed_aggregate(
     Output: one row per updated window per micro-batch (or, with ``emit_final``, the
     ``suppress(until_window_closes)`` spec, one row per window once it has closed), keyed by
     the windowed key, the aggregate as value; session merges also emit tombstones for the
-    merged-away sessions. ``with_old`` (time windows, emit-on-update) adds a column ``old``,
-    each changed window's aggregate before the micro-batch (pickled, as ``value``).
+    merged-away sessions. ``with_old`` (emit-on-update) adds a column ``old``, each changed
+    window's aggregate before the micro-batch (pickled, as ``value``).
 
     Raises
     ------

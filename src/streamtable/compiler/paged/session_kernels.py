@@ -20,8 +20,15 @@ For each record at ``ts`` (in arrival order), as Kafka Streams' processor does:
   an aggregate of ``None`` deletes the merged session instead (its tombstone is sent), as the
   processor's ``put`` of a null aggregate does.
 
-Updates and tombstones carry the window end as timestamp. Windowed keys are the key bytes, the
-8-byte end and the 8-byte start (``SessionWindowedSerializer``).
+Updates and tombstones carry the window end as timestamp (``SessionCacheFlushListener``).
+Windowed keys are the key bytes, the 8-byte end and the 8-byte start
+(``SessionWindowedSerializer``). One update or tombstone goes out per changed session and
+micro-batch, as Kafka Streams' caching session store flushes it: a session not in state before
+the micro-batch and gone after it sends nothing (``CachingSessionStore.putAndMaybeForward``
+skips an entry with neither a new nor an old value). With ``spec.with_old`` each output also
+carries the session's aggregate before the micro-batch (``old``, pickled; ``None`` for a new
+session), the store's value the cache flush forwards as the old value when a ``KTable.filter``
+asks for old values.
 
 ``suppress(until_window_closes)`` (``spec.emit_final``): the suppression buffer releases a
 session when stream time reaches ``end + gap + grace`` (``GraphGraceSearchUtil``: a session
@@ -43,6 +50,7 @@ that record, and hides the session).
 
 from __future__ import annotations
 
+import pickle
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -127,6 +135,11 @@ class SessionWindowKernel(BoundaryEmitKernel):
         key, values = self.decode(gk, records)
         sessions: dict[tuple[int, int], Window] = entry if entry is not None else {}
         changed: dict[tuple[int, int], Rec] = {}
+        created: set[tuple[int, int]] = set()  # sessions not in state before the micro-batch
+        # each changed session's aggregate before the micro-batch, pickled at its first touch
+        # (before a merger or the aggregator may change it in place)
+        olds: dict[tuple[int, int], bytes | None] = {}
+        track_old = self.spec.with_old and not self.spec.emit_final
         finals: list[Out] = []
         # the latest session end put: the store has seen at least that time
         seen = max((e for _, e in sessions), default=None)
@@ -143,6 +156,10 @@ class SessionWindowKernel(BoundaryEmitKernel):
                 ((s, e) for s, e in sessions if e >= earliest_end and s <= ts + gap),
                 key=lambda se: (se[1], se[0]),
             )
+            if track_old:
+                for window in found:
+                    if window not in olds:
+                        olds[window] = pickle.dumps(sessions[window][0], 5)
             agg = self.initial(rec)
             start = end = ts
             for s, e in found:
@@ -162,6 +179,12 @@ class SessionWindowKernel(BoundaryEmitKernel):
                     del sessions[window]
                     changed.pop(window, None)
                     changed[window] = rec
+            if merged not in changed:  # its first touch in the micro-batch
+                if merged not in sessions:
+                    created.add(merged)
+                if track_old and merged not in olds:
+                    session = sessions.get(merged)
+                    olds[merged] = None if session is None else pickle.dumps(session[0], 5)
             agg = self.fold(key, value, agg, rec)
             seen = end if seen is None else max(seen, end)
             changed.pop(merged, None)
@@ -181,8 +204,8 @@ class SessionWindowKernel(BoundaryEmitKernel):
         outs = []
         for (s, e), rec in changed.items():
             session = sessions.get((s, e))
-            if session is None:
-                outs.append(Out.of(rec, self.window_key(gk, s, e), None, ts=e))
-            else:
-                outs.append(self.update_out(gk, s, e, session, rec))
+            if session is not None:
+                outs.append(self.update_out(gk, s, e, session, rec, olds.get((s, e))))
+            elif (s, e) not in created:
+                outs.append(Out.of(rec, self.window_key(gk, s, e), None, olds.get((s, e)), ts=e))
         return (sessions or None), outs

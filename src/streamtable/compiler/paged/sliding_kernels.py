@@ -26,7 +26,9 @@ its window store (the reverse-iterator path, which the default stores support):
   an update whose aggregate is ``None`` deletes the window, as the processor's ``put`` of a
   null aggregate does: later records no longer find it. Its tombstone carries the deleting
   record's timestamp, and a window that was not in state before the micro-batch sends none
-  (Kafka Streams' caching window store flush).
+  (Kafka Streams' caching window store flush). With ``spec.with_old`` each output also carries
+  the window's aggregate before the micro-batch (``old``, pickled; ``None`` for a new window),
+  as the cache flush forwards the store's value when a ``KTable.filter`` asks for old values.
 
 A window's timestamp is the largest timestamp of its records; windowed keys are written with
 the window start (``TimeWindowedSerializer`` with window size ``d``).
@@ -175,10 +177,13 @@ class SlidingWindowKernel(BoundaryEmitKernel):
         if not self.spec.emit_final:
             # a window created and deleted within the micro-batch forwards nothing (Kafka
             # Streams' caching window store skips a flush with neither new nor old value)
+            olds = run.olds or {}
             outs = [
-                self.update_out(gk, s, e, windows[(s, e)], r)
+                self.update_out(gk, s, e, windows[(s, e)], r, olds.get((s, e)))
                 if (s, e) in windows
-                else Out.of(r, self.window_key(gk, s, e), None, ts=run.deleted[(s, e)])
+                else Out.of(
+                    r, self.window_key(gk, s, e), None, olds.get((s, e)), run.deleted[(s, e)]
+                )
                 for (s, e), r in run.changed.items()
                 if (s, e) in windows or (s, e) not in run.created
             ]
@@ -203,6 +208,10 @@ class _SlidingRun:
         self.changed: dict[tuple[int, int], Rec] = {}
         self.deleted: dict[tuple[int, int], int] = {}  # window -> its tombstone's timestamp
         self.created: set[tuple[int, int]] = set()  # windows not in state before the batch
+        # with old values: each changed window's aggregate before the micro-batch, pickled at
+        # its first touch (before the aggregator may change it in place)
+        track_old = kernel.spec.with_old and not kernel.spec.emit_final
+        self.olds: dict[tuple[int, int], bytes | None] | None = {} if track_old else None
         self.finals: list[Out] = []
 
     def record(self, rec: Rec, value: Any, st: int) -> None:
@@ -305,6 +314,7 @@ class _SlidingRun:
             k.drop_late(rec, *window, self.st)
             return
         w = self.windows.get(window)
+        self.note_old(window, w)
         if w is not None:
             k.before_change(self.gk, window, w, rec, self.before, self.finals)
         elif window not in self.changed:
@@ -333,6 +343,7 @@ class _SlidingRun:
         """
         ts = self.rec.ts
         window = (ts + 1, ts + 1 + self.d)
+        self.note_old(window, self.windows.get(window))
         if window not in self.windows and window not in self.changed:
             self.created.add(window)
         w = self.windows[window] = [right_agg[0], right_agg[1], False]
@@ -340,3 +351,10 @@ class _SlidingRun:
         self.changed.pop(window, None)
         self.changed[window] = self.rec
         self.k.after_change(self.gk, window, w, self.rec, self.st, self.finals, self.meta)
+
+    def note_old(self, window: tuple[int, int], w: Window | None) -> None:
+        """Keep ``window``'s aggregate before the micro-batch at its first touch (with old
+        values): ``w``, its state now, is that state then (``None``: not in state).
+        """
+        if self.olds is not None and window not in self.olds:
+            self.olds[window] = None if w is None else pickle.dumps(w[0], 5)

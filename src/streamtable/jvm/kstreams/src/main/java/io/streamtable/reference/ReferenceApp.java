@@ -33,6 +33,8 @@ import org.apache.kafka.streams.kstream.KStream;
 import org.apache.kafka.streams.kstream.KTable;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
+import org.apache.kafka.streams.kstream.SessionWindows;
+import org.apache.kafka.streams.kstream.SlidingWindows;
 import org.apache.kafka.streams.kstream.Suppressed;
 import org.apache.kafka.streams.kstream.TimeWindowedKStream;
 import org.apache.kafka.streams.kstream.TimeWindows;
@@ -53,7 +55,8 @@ import org.apache.kafka.streams.state.Stores;
  * the defaults below. Topologies: stream-table-join, table-table-join,
  * table-aggregate, flights-weather, flights-planes, flights-fk-planes, windowed-count,
  * windowed-aggregate, flights-hourly, windowed-parity, and the chains of several sub-topologies
- * join-rekey-reduce, count-histogram, count-filter, windowed-count-filter, table-join-regroup,
+ * join-rekey-reduce, count-histogram, count-filter, windowed-count-filter, session-count-filter,
+ * sliding-count-filter, table-join-regroup,
  * three-level (see
  * streamtable.reference.kafka_streams).
  *
@@ -171,6 +174,8 @@ public final class ReferenceApp {
             case "count-histogram" -> countHistogram(b, p);
             case "count-filter" -> countFilter(b, p);
             case "windowed-count-filter" -> windowedCountFilter(b, p);
+            case "session-count-filter" -> sessionCountFilter(b, p);
+            case "sliding-count-filter" -> slidingCountFilter(b, p);
             case "table-join-regroup" -> tableJoinRegroup(b, p);
             case "three-level" -> threeLevel(b, p);
             case "flights-carrier-seats" -> flightsCarrierSeats(b, p);
@@ -507,6 +512,48 @@ public final class ReferenceApp {
     static void windowedCountFilter(StreamsBuilder b, Map<String, String> p) {
         windowed(b.stream(required(p, "input"), Consumed.with(STR, STR)).groupByKey(), p)
                 .count(windowStore("count-store", p, Serdes.Long()))
+                .filter((wk, n) -> n >= 2 && n != 4)
+                .toStream()
+                .map((wk, n) -> KeyValue.pair(wk.key() + "@" + wk.window().start(), n))
+                .to(required(p, "output"), Produced.with(STR, Serdes.Long()));
+    }
+
+    /**
+     * Events per user and session (inactivity gap gap_ms), filtered as a table (counts 2, 3 and
+     * from 5 pass; 4 stops passing), written as "user@start-end": KTableFilter gets the session
+     * store's old values, merged-away sessions included.
+     */
+    static void sessionCountFilter(StreamsBuilder b, Map<String, String> p) {
+        b.stream(required(p, "input"), Consumed.with(STR, STR))
+                .groupByKey()
+                .windowedBy(
+                        SessionWindows.ofInactivityGapAndGrace(
+                                Duration.ofMillis(Long.parseLong(required(p, "gap_ms"))),
+                                Duration.ofMillis(Long.parseLong(required(p, "grace_ms")))))
+                .count(Materialized.as("session-counts"))
+                .filter((wk, n) -> n >= 2 && n != 4)
+                .toStream()
+                .map(
+                        (wk, n) ->
+                                KeyValue.pair(
+                                        wk.key() + "@" + wk.window().start() + "-" + wk.window().end(),
+                                        n))
+                .to(required(p, "output"), Produced.with(STR, Serdes.Long()));
+    }
+
+    /**
+     * Events per user in sliding windows (time difference difference_ms), filtered as a table
+     * (counts 2, 3 and from 5 pass; 4 stops passing), written as "user@start": KTableFilter gets
+     * the window store's old values.
+     */
+    static void slidingCountFilter(StreamsBuilder b, Map<String, String> p) {
+        b.stream(required(p, "input"), Consumed.with(STR, STR))
+                .groupByKey()
+                .windowedBy(
+                        SlidingWindows.ofTimeDifferenceAndGrace(
+                                Duration.ofMillis(Long.parseLong(required(p, "difference_ms"))),
+                                Duration.ofMillis(Long.parseLong(required(p, "grace_ms")))))
+                .count(Materialized.as("sliding-counts"))
                 .filter((wk, n) -> n >= 2 && n != 4)
                 .toStream()
                 .map((wk, n) -> KeyValue.pair(wk.key() + "@" + wk.window().start(), n))
