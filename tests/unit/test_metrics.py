@@ -227,7 +227,25 @@ def test_rates_are_zero_once_the_window_is_empty(figures):
     m = application_metrics(figures, now_ms=T0_MS + 3_600_000)
     assert value(m, "process-rate") == 0.0
     assert value(m, "dropped-records-rate", reason="late") == 0.0
-    assert value(m, "process-latency-avg") == pytest.approx(4.5)  # recent batches, not time
+
+
+def test_averages_and_maxima_forget_batches_after_60_s_as_kafka_s_samples(figures):
+    # Kafka's Avg/Max drop a sample 2 x 30 s after its last event (SampledStat): batch 0
+    # (ended at 0.099 s) leaves at 60.099 s, batches 1 and 2 (ended at 40.099 s and
+    # 50.099 s) at 100.099 s and 110.099 s
+    def at(seconds):
+        return application_metrics(figures, now_ms=T0_MS + int(seconds * 1000))
+
+    assert value(at(60), "process-latency-max") == pytest.approx(5.0)
+    assert value(at(60), "process-records-max") == 100
+    assert value(at(61), "process-latency-avg") == pytest.approx(5.0)  # batch 1 only
+    assert value(at(61), "process-records-max") == 10
+    assert value(at(61), "commit-latency-max") == 30
+    assert value(at(105), "commit-latency-avg") == 2  # batch 2: a commit, no processing
+    assert math.isnan(value(at(105), "process-latency-max"))
+    for name in ("process-latency-avg", "process-records-max", "commit-latency-max"):
+        assert math.isnan(value(at(3_600), name)), name
+    assert value(at(3_600), "process-total") == 110  # totals stay
 
 
 def test_records_lag_per_partition_and_max(figures):
@@ -276,7 +294,7 @@ def test_averages_without_samples_are_nan_as_in_kafka():
     ledger = ProgressLedger()
     ledger.update([FakeQuery([progress(-1)])])
     ledger.update([FakeQuery([progress(0, durations=batch(5))])])
-    m = application_metrics(ledger.snapshot(), now_ms=T0_MS)
+    m = application_metrics(ledger.snapshot(), now_ms=T0_MS + 1_000)
     assert math.isnan(value(m, "process-latency-avg"))
     assert value(m, "commit-latency-avg") == 12
     assert by_name(m, "records-lag-max") == []  # no Kafka offsets reported

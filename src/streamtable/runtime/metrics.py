@@ -22,7 +22,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import NamedTuple
 
-from streamtable.runtime.progress import RATE_WINDOW_MS, BatchFigures, QueryFigures
+from streamtable.runtime.progress import (
+    RATE_WINDOW_MS,
+    SAMPLES_WINDOW_MS,
+    BatchFigures,
+    QueryFigures,
+)
 
 #: Kafka Streams' metric groups (``StreamsMetricsImpl``), the consumer's, and streamtable's own.
 THREAD_GROUP = "stream-thread-metrics"
@@ -76,11 +81,14 @@ def _max(values: list[float]) -> float:
     return max(values) if values else math.nan
 
 
-def _in_window(batches: Iterable[BatchFigures], now_ms: int) -> list[BatchFigures]:
-    """The batches that ended in the rates' window: a batch's figures count from its end, when
-    Spark reports them (a batch longer than the window still counts, for the window after it).
+def _in_window(
+    batches: Iterable[BatchFigures], now_ms: int, span_ms: int = RATE_WINDOW_MS
+) -> list[BatchFigures]:
+    """The batches that ended in the last ``span_ms`` (default: the rates' window): a batch's
+    figures count from its end, when Spark reports them (a batch longer than the window still
+    counts, for the window after it).
     """
-    start = now_ms - RATE_WINDOW_MS
+    start = now_ms - span_ms
     return [b for b in batches if b.ended_ms is not None and start <= b.ended_ms <= now_ms]
 
 
@@ -126,7 +134,9 @@ def query_metrics(q: QueryFigures, now_ms: int) -> list[Metric]:
     -----
     Rates count what the batches that *ended* in the last 30 s (Kafka's default
     ``metrics.sample.window.ms``) did, divided by 30 s. Averages and maxima are over the
-    query's recent executed batches (:data:`~streamtable.runtime.progress.RECENT_BATCHES`).
+    batches that ended in the last 60 s
+    (:data:`~streamtable.runtime.progress.SAMPLES_WINDOW_MS`), ``nan`` without one, as Kafka's
+    ``Avg`` and ``Max`` forget a sample 2 × 30 s after its last event.
 
     ``process-latency-*`` follows Kafka Streams' thread-level definition: a stream thread
     records the time of one processing loop divided by the records it processed in it.
@@ -143,9 +153,10 @@ def query_metrics(q: QueryFigures, now_ms: int) -> list[Metric]:
     tags = {"query": q.name}
     executed = list(q.recent)
     window = _in_window(executed, now_ms)
-    per_record = [b.process_ms / b.input_rows for b in executed if b.input_rows > 0]
-    sizes = [float(b.input_rows) for b in executed if b.input_rows > 0]
-    commits = [float(b.commit_ms) for b in executed]
+    sampled = _in_window(executed, now_ms, SAMPLES_WINDOW_MS)
+    per_record = [b.process_ms / b.input_rows for b in sampled if b.input_rows > 0]
+    sizes = [float(b.input_rows) for b in sampled if b.input_rows > 0]
+    commits = [float(b.commit_ms) for b in sampled]
     seconds = RATE_WINDOW_MS / 1000.0
     out = [
         Metric(
@@ -167,30 +178,30 @@ def query_metrics(q: QueryFigures, now_ms: int) -> list[Metric]:
             THREAD_GROUP,
             tags,
             _avg(per_record),
-            "Average over recent micro-batches of the batch's processing time (Spark's "
-            "addBatch) divided by its input records, in ms per record.",
+            "Average over the micro-batches of the last 60 s of the batch's processing time "
+            "(Spark's addBatch) divided by its input records, in ms per record.",
         ),
         Metric(
             "process-latency-max",
             THREAD_GROUP,
             tags,
             _max(per_record),
-            "Maximum over recent micro-batches of the batch's processing time divided by its "
-            "input records, in ms per record.",
+            "Maximum over the micro-batches of the last 60 s of the batch's processing time "
+            "divided by its input records, in ms per record.",
         ),
         Metric(
             "process-records-avg",
             THREAD_GROUP,
             tags,
             _avg(sizes),
-            "Average number of records processed by a recent micro-batch (with input).",
+            "Average number of records processed by a micro-batch with input in the last 60 s.",
         ),
         Metric(
             "process-records-max",
             THREAD_GROUP,
             tags,
             _max(sizes),
-            "Maximum number of records processed by a recent micro-batch.",
+            "Maximum number of records processed by a micro-batch in the last 60 s.",
         ),
         Metric(
             "commit-total",
@@ -211,16 +222,16 @@ def query_metrics(q: QueryFigures, now_ms: int) -> list[Metric]:
             THREAD_GROUP,
             tags,
             _avg(commits),
-            "Average over recent micro-batches of the time to commit the batch to the "
-            "checkpoint (Spark's walCommit + commitOffsets), in ms.",
+            "Average over the micro-batches of the last 60 s of the time to commit the batch "
+            "to the checkpoint (Spark's walCommit + commitOffsets), in ms.",
         ),
         Metric(
             "commit-latency-max",
             THREAD_GROUP,
             tags,
             _max(commits),
-            "Maximum over recent micro-batches of the time to commit the batch to the "
-            "checkpoint, in ms.",
+            "Maximum over the micro-batches of the last 60 s of the time to commit the batch "
+            "to the checkpoint, in ms.",
         ),
     ]
     dropped_in_window: dict[str, int] = {}

@@ -145,13 +145,18 @@ def unseen_progress(query: Any, read: Mapping[str, tuple[int, str]]) -> list[Any
     return [StreamingQueryProgress.fromJson(json.loads(r.json())) for r in reversed(unseen)]
 
 
-#: Executed micro-batches kept per query for averages and maxima (Spark keeps as many progress
-#: reports by default, ``spark.sql.streaming.numRecentProgressUpdates``); batches of the last
-#: :data:`RATE_WINDOW_MS` are kept too, for the rates.
+#: Executed micro-batches kept per query at least (Spark keeps as many progress reports by
+#: default, ``spark.sql.streaming.numRecentProgressUpdates``); batches of the last
+#: :data:`SAMPLES_WINDOW_MS` are kept too, for the rates, averages and maxima.
 RECENT_BATCHES = 100
 
 #: Window of the rates, in ms: Kafka's ``metrics.sample.window.ms`` default.
 RATE_WINDOW_MS = 30_000
+
+#: Window of the averages and maxima, in ms: Kafka's metrics keep a sample of an average or
+#: maximum until ``metrics.num.samples`` (2) × ``metrics.sample.window.ms`` after its last
+#: event (``SampledStat.purgeObsoleteSamples``).
+SAMPLES_WINDOW_MS = 2 * RATE_WINDOW_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +218,7 @@ class QueryFigures:
         Records dropped, by reason, in total.
     recent : tuple of BatchFigures
         The last executed batches (at least :data:`RECENT_BATCHES`, and those of the last
-        :data:`RATE_WINDOW_MS`), oldest first.
+        :data:`SAMPLES_WINDOW_MS`), oldest first.
     reached, latest : dict[(str, int), int]
         Per Kafka source partition, after the last executed batch: the offset read up to
         (``endOffset``), and the partition's end when that batch was planned
@@ -310,7 +315,7 @@ class _Running:
             else started + int(durations.get("triggerExecution", 0)),
         )
         self.recent.append(batch)
-        horizon = None if batch.ended_ms is None else batch.ended_ms - RATE_WINDOW_MS
+        horizon = None if batch.ended_ms is None else batch.ended_ms - SAMPLES_WINDOW_MS
         while len(self.recent) > RECENT_BATCHES:
             oldest = self.recent[0].ended_ms
             if horizon is not None and oldest is not None and oldest >= horizon:
