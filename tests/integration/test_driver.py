@@ -1,9 +1,11 @@
 """TopologyTestDriver (prototype): the compiled plan on in-memory topics, one record per batch."""
 
+from datetime import timedelta
+
 import pytest
 
-from streamtable import Serdes, StreamsBuilder
-from streamtable.errors import TopologyError
+from streamtable import Serdes, StreamsBuilder, TimeWindows
+from streamtable.errors import StreamsError, TopologyError
 from streamtable.testing import TopologyTestDriver
 
 S, L = Serdes.string(), Serdes.long()
@@ -150,7 +152,7 @@ def test_filter_over_a_table_aggregation_sends_a_tombstone_only_for_a_row_that_p
         assert out.read_key_values_to_list() == [("E", 20)]
 
 
-@pytest.mark.parametrize("grouped", ["KTable.group_by", "KStream.group_by_key"])
+@pytest.mark.parametrize("grouped", ["KTable.group_by", "KStream.group_by_key", "windowed"])
 def test_a_failing_filter_over_an_aggregation_skips_the_change_under_log_and_continue(
     spark, grouped
 ):
@@ -162,18 +164,65 @@ def test_a_failing_filter_over_an_aggregation_skips_the_change_under_log_and_con
         counts = table.group_by(lambda user, region: (region, user), key_serde=S).count()
         records = [("alice", "A"), ("bob", "A"), ("carol", "A")]  # three users in region A
     else:
-        counts = b.stream("in", key_serde=S, value_serde=S).group_by_key().count()
+        grouping = b.stream("in", key_serde=S, value_serde=S).group_by_key()
+        if grouped == "windowed":
+            grouping = grouping.windowed_by(TimeWindows.of_size_with_no_grace(timedelta(hours=1)))
+        counts = grouping.count()
         records = [("A", "x")] * 3
-    counts.filter(lambda key, n: 1 // (n - 1) >= 0).to_stream().to(  # raises for a count of 1
-        "counts", key_serde=S, value_serde=L
-    )
-    config = {"processing.exception.handler": "log_and_continue"}
+    counts.filter(lambda key, n: 1 // (n - 1) >= 0, name="ratio").to_stream().map(
+        lambda key, n: (str(key), n)
+    ).to("counts", key_serde=S, value_serde=L)  # the predicate raises for a count of 1
+    config = {
+        "processing.exception.handler": "log_and_continue",
+        "errors.dead.letter.queue.topic.name": "in-dlq",
+    }
     with TopologyTestDriver(b.build(), config) as driver:
         inp = driver.create_input_topic("in", S, S)
         out = driver.create_output_topic("counts", S, L)
-        inp.pipe_key_value_list(records)
+        dlq = driver.create_output_topic("in-dlq", Serdes.bytes(), Serdes.bytes())
+        for i, (key, value) in enumerate(records):
+            inp.pipe_input(key, value, timestamp=1_000 + i)
         # A: 1 (new raises), A: 2 (old raises), A: 3 (old and new pass)
-        assert out.read_key_values_to_list() == [("A", 3)]
+        assert [v for _, v in out.read_key_values_to_list()] == [3]
+        # each skipped change is dead-lettered, as Kafka Streams 4.x's handler does for an
+        # error in its record cache's flush: the change's key bytes, no value (the aggregate
+        # is not a source record), the timestamp and coordinates of the record that made it
+        letters = dlq.read_records_to_list()
+        assert len(letters) == 2
+        for d in letters:
+            headers = dict(d.headers)
+            assert d.key.startswith(b"A") and d.value is None  # windowed: A + window start
+            assert headers["__streams.errors.exception"] == b"ZeroDivisionError"
+            assert headers["streamtable.errors.operator"] == b"ratio"
+            assert headers["streamtable.errors.reason"] == b"processing"
+        assert [d.timestamp for d in letters] == [1_000, 1_001]
+        coordinates = [
+            (dict(d.headers)["__streams.errors.topic"], dict(d.headers)["__streams.errors.offset"])
+            for d in letters
+        ]
+        if grouped == "windowed":  # a window carries the record that changed it last
+            assert coordinates == [(b"in", b"0"), (b"in", b"1")]
+        elif grouped == "KStream.group_by_key":  # an unwindowed fold's updates carry none
+            assert coordinates == [(None, b"-1"), (None, b"-1")]
+
+
+def test_a_failing_filter_over_an_aggregation_stops_the_driver_under_log_and_fail(spark):
+    # the default handler (LogAndFail) stops the application, and the message says how to
+    # skip such changes instead (the handler covers a table filter read as upserts)
+    b = StreamsBuilder()
+    counts = b.stream("in", key_serde=S, value_serde=S).group_by_key().count()
+    counts.filter(lambda key, n: 1 // (n - 1) >= 0, name="ratio").to_stream().to(
+        "counts", key_serde=S, value_serde=L
+    )
+    with TopologyTestDriver(b.build()) as driver:
+        inp = driver.create_input_topic("in", S, S)
+        with pytest.raises(
+            StreamsError,
+            match=r"User code raised ZeroDivisionError: .* in operator 'ratio' \(filter\) on "
+            r"an update of an upstream stateful operator .*set "
+            r"'processing.exception.handler'='log_and_continue' to skip such changes",
+        ):
+            inp.pipe_input("A", "x")
 
 
 def _login_alerts(table_ops):

@@ -54,6 +54,18 @@ def test_user_code_errors_stop_or_mark_the_change_skipped_under_log_and_continue
     ]
 
 
+def test_a_handled_error_under_log_and_fail_says_how_to_skip_such_changes():
+    # read as upserts, the chain is covered by processing.exception.handler (LogAndFail)
+    stage = TableOpStage(((TableOpKind.FILTER, lambda k, n: 1 // n, "ratio"),), P, P, handled=True)
+    with pytest.raises(
+        StreamsError,
+        match=r"ZeroDivisionError.*'ratio' \(filter\) on the update made by the record at topic "
+        r"'t' partition 0 offset 0\. .*'processing.exception.handler'='log_and_continue' to "
+        r"skip such changes",
+    ):
+        next(iter(stage([change_batch([("a", 0, None)], topic="t")])))
+
+
 def test_an_error_on_an_aggregations_update_says_it_has_no_source_coordinates():
     error = user_code_error(ZeroDivisionError("x"), "f", "filter", None, None, None)
     assert "operator 'f' (filter) on an update of an upstream stateful operator (no source " in (

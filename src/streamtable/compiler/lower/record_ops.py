@@ -81,7 +81,7 @@ def run_stage(
         names += [source.name] if source is not None else []
         names += [op.node_name for op in ops]
         by_source_partition = not base.stateful
-        letters = _dead_letter_spec(ctx, cfg.dead_letter_queue_topic, names[0], by_source_partition)
+        letters = dead_letter_spec(ctx, cfg.dead_letter_queue_topic, names[0], by_source_partition)
     stage = RecordStage(
         ops=ops,
         in_key=base.key_codec,
@@ -172,7 +172,7 @@ def lower_chain(
     return frame
 
 
-def _dead_letter_spec(
+def dead_letter_spec(
     ctx: CompileContext, topic: str, name: str, by_source_partition: bool
 ) -> DeadLetterSpec:
     """Where a stage named after node ``name`` writes its dead letters: output stage

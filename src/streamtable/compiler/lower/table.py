@@ -18,9 +18,15 @@ from pyspark.sql import functions as F
 
 from streamtable.compiler.changelog import logged
 from streamtable.compiler.codecs import PickleCodec, SerdeCodec, codec_for
+from streamtable.compiler.dead_letters import DeadLetterSpec
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.compiler.lower.paged import frame_columns_only, run_paged
-from streamtable.compiler.lower.record_ops import convert, run_stage, validated
+from streamtable.compiler.lower.record_ops import (
+    convert,
+    dead_letter_spec,
+    run_stage,
+    validated,
+)
 from streamtable.compiler.lower.source import lower_source
 from streamtable.compiler.metrics import count_and_drop
 from streamtable.compiler.paged.stages import (
@@ -115,25 +121,43 @@ def lower_table_op_over_aggregate(
     of each update, so that a filter sends a tombstone only for a row that passed before and
     now fails, and nothing for a row that neither passes nor passed (Kafka Streams'
     ``KTableFilter``, which gets old values from ``KTableAggregate``, ``KStreamAggregate`` and
-    ``KStreamReduce``). It adds no state: the aggregation's kernel holds the old values. Under
-    ``log_and_continue`` a change whose user code raises is skipped and counted as
-    ``processing`` (not written to the dead-letter topic).
+    ``KStreamReduce``). It adds no state: the aggregation's kernel holds the old values.
+    ``processing.exception.handler`` covers the chain's user code: a change on which it raises
+    goes to the dead-letter topic (``errors.dead.letter.queue.topic.name``), and under
+    ``log_and_continue`` is skipped and counted as ``processing``.
     """
     ctx = lowerer.ctx
-    continue_on_error = ctx.config.processing_exception_handler == "log_and_continue"
-    changes = _table_op_changes(lowerer, node, continue_on_error, base)
+    cfg = ctx.config
+    continue_on_error = cfg.processing_exception_handler == "log_and_continue"
+    # a table read by several sinks is computed once per sink's query: only the first
+    # counts, logs and dead-letters its skipped changes (Kafka Streams has one processor)
+    reports = ctx.first_report(node.name)
+    letters = None
+    if cfg.dead_letter_queue_topic is not None:
+        letters = dead_letter_spec(ctx, cfg.dead_letter_queue_topic, node.name, False)
+    changes = _table_op_changes(
+        lowerer, node, continue_on_error, base, dead_letters=letters, reports=reports
+    )
     df = changes.df
     if continue_on_error:
-        observe = ctx.first_report(node.name)
-        df = count_and_drop(ctx, df, {"processing": F.col("skipped")}, observe=observe)
+        df = count_and_drop(ctx, df, {"processing": F.col("skipped")}, observe=reports)
     return changes.with_(df=frame_columns_only(df))
 
 
 def _table_op_changes(
-    lowerer: Lowerer, node: TableOpNode, continue_on_error: bool, base: Frame | None = None
+    lowerer: Lowerer,
+    node: TableOpNode,
+    continue_on_error: bool,
+    base: Frame | None = None,
+    *,
+    dead_letters: DeadLetterSpec | None = None,
+    reports: bool | None = None,
 ) -> Frame:
     """The changes of the chain of ``filter``/``map_values`` ending at ``node``, over the
     changes ``base`` of the chain's parent (by default :func:`lower_table_changes`).
+    ``reports`` (this query counts the chain's errors) set: the changes are read as upserts
+    and ``processing.exception.handler`` covers the chain (see :class:`TableOpStage`); unset:
+    they feed a stateful operator, and an error always stops the application.
     """
     chain = [node]
     while True:
@@ -150,6 +174,9 @@ def _table_op_changes(
         base.key_codec,
         base.value_codec,
         continue_on_error,
+        handled=reports is not None,
+        dead_letters=dead_letters,
+        reports=bool(reports),
     )
     df = base.df.mapInArrow(stage, SKIPPING_CHANGE_DDL if continue_on_error else CHANGE_DDL)
     return Frame(df, base.key_codec, PickleCodec(), stateful=True)

@@ -13,6 +13,13 @@ from typing import Any
 import pyarrow as pa
 
 from streamtable.compiler.codecs import Codec, PickleCodec
+from streamtable.compiler.dead_letters import (
+    PROCESSING,
+    DeadLetter,
+    DeadLetterSpec,
+    DeadLetterWriter,
+    error_headers,
+)
 from streamtable.compiler.paged.records import frame_schema
 from streamtable.compiler.paged.table_kernels import ADD, SUBTRACT
 from streamtable.compiler.paged.user_code import user_code_error
@@ -56,6 +63,14 @@ def apply_table_op(kind: TableOpKind, fn: Callable[..., Any], key: Any, value: A
     return fn(value)
 
 
+class _TableOpFailed(Exception):
+    """User code of table operation ``node`` (``role``) raised ``error`` on a change."""
+
+    def __init__(self, error: Exception, node: str, role: str) -> None:
+        super().__init__(error)
+        self.error, self.node, self.role = error, node, role
+
+
 @dataclass(frozen=True)
 class TableOpStage:
     """A chain of table operations applied to new and old values of each change.
@@ -65,68 +80,148 @@ class TableOpStage:
     values enabled: a row that neither passes nor passed); ``map_values`` forwards every
     change, as ``KTableMapValues`` does.
 
-    With ``continue_on_error`` (``processing.exception.handler`` = ``log_and_continue``, for
-    changes read as upserts) a change whose user code raises is logged and kept with
-    ``skipped`` true (:data:`SKIPPING_CHANGE_DDL`), to be counted and removed; otherwise the
-    error stops the application.
+    ``handled``: the changes are read as upserts, so ``processing.exception.handler`` covers
+    the chain's user code. A change on which it raises is then written to the dead-letter
+    topic (``dead_letters``, when this stage ``reports`` the operators or the handler fails)
+    and, with ``continue_on_error`` (``log_and_continue``), logged and kept with ``skipped``
+    true (:data:`SKIPPING_CHANGE_DDL`), to be counted and removed; otherwise the error stops
+    the application. The dead letter, as Kafka Streams writes one for an error in a record
+    cache's flush: the change's key bytes (null unless the key has a user serde), a null
+    value (the aggregate is held pickled), the timestamp and coordinates of the record that
+    made the change.
     """
 
     ops: tuple[tuple[TableOpKind, Callable[..., Any], str], ...]
     key_codec: Codec
     value_codec: Codec
     continue_on_error: bool = False
+    handled: bool = False
+    dead_letters: DeadLetterSpec | None = None
+    reports: bool = True
 
-    def _apply(
-        self, key: Any, new: Any, old: Any, col: dict[str, list[Any]], i: int
-    ) -> tuple[Any, Any] | None:
-        """``(new, old)`` of change ``i`` after the chain, or ``None`` where a filter forwards
+    def _apply(self, key: Any, new: Any, old: Any) -> tuple[Any, Any] | None:
+        """``(new, old)`` of a change after the chain, or ``None`` where a filter forwards
         nothing.
+
+        Raises
+        ------
+        _TableOpFailed
+            When user code raises.
         """
         for kind, fn, node in self.ops:
             try:
                 new, old = apply_table_op(kind, fn, key, new), apply_table_op(kind, fn, key, old)
             except Exception as e:
-                raise _error(e, node, kind.value, col, i) from e
+                raise _TableOpFailed(e, node, kind.value) from e
             if kind is TableOpKind.FILTER and new is None and old is None:
                 return None
         return new, old
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Apply the chain to every change of every batch."""
-        for batch in batches:
-            col = _columns(batch)
-            keep: list[int] = []
-            news: list[bytes | None] = []
-            olds: list[bytes | None] = []
-            keys = self.key_codec.decode_many(col["key"])
-            new_in = self.value_codec.decode_many(col["value"])
-            old_in = self.value_codec.decode_many(col["old"])
-            skipped: list[bool] = []
-            for i, k in enumerate(keys):
+        writer = None if self.dead_letters is None else DeadLetterWriter(self.dead_letters)
+        letters: list[DeadLetter] = []
+        try:
+            for batch in batches:
+                yield self._batch(batch, letters)
+                if writer is not None and letters:
+                    writer.write(letters)
+                    letters.clear()
+        except BaseException:
+            if writer is not None:
                 try:
-                    vals = self._apply(k, new_in[i], old_in[i], col, i)
-                except StreamsError as e:
-                    if not self.continue_on_error:
-                        raise
-                    log.warning("Skipping a table change: %s (log_and_continue)", e)
-                    vals = (None, None)
-                    skipped.append(True)
-                else:
-                    if vals is None:
-                        continue
-                    skipped.append(False)
-                keep.append(i)
-                news.append(vals[0])
-                olds.append(vals[1])
-            idx = pa.array(keep, pa.int64())
-            arrays = [batch.column(batch.schema.get_field_index(n)).take(idx) for n in _FRAME]
-            arrays[1] = pa.array(_PICKLE.encode_many(news), pa.binary())
-            arrays.append(pa.array(_PICKLE.encode_many(olds), pa.binary()))
-            names = [*_FRAME, "old"]
-            if self.continue_on_error:
-                arrays.append(pa.array(skipped, pa.bool_()))
-                names.append("skipped")
-            yield pa.RecordBatch.from_arrays(arrays, names=names)
+                    writer.write(letters)  # the dead letter of the change that stops it
+                finally:
+                    writer.fail()
+            raise
+        if writer is not None:
+            writer.close()
+
+    def _batch(self, batch: pa.RecordBatch, letters: list[DeadLetter]) -> pa.RecordBatch:
+        col = _columns(batch)
+        keep: list[int] = []
+        news: list[bytes | None] = []
+        olds: list[bytes | None] = []
+        keys = self.key_codec.decode_many(col["key"])
+        new_in = self.value_codec.decode_many(col["value"])
+        old_in = self.value_codec.decode_many(col["old"])
+        skipped: list[bool] = []
+        for i, k in enumerate(keys):
+            try:
+                vals = self._apply(k, new_in[i], old_in[i])
+            except _TableOpFailed as failed:
+                self._failed(failed, col, i, letters)
+                vals = (None, None)
+                skipped.append(True)
+            else:
+                if vals is None:
+                    continue
+                skipped.append(False)
+            keep.append(i)
+            news.append(vals[0])
+            olds.append(vals[1])
+        idx = pa.array(keep, pa.int64())
+        arrays = [batch.column(batch.schema.get_field_index(n)).take(idx) for n in _FRAME]
+        arrays[1] = pa.array(_PICKLE.encode_many(news), pa.binary())
+        arrays.append(pa.array(_PICKLE.encode_many(olds), pa.binary()))
+        names = [*_FRAME, "old"]
+        if self.continue_on_error:
+            arrays.append(pa.array(skipped, pa.bool_()))
+            names.append("skipped")
+        return pa.RecordBatch.from_arrays(arrays, names=names)
+
+    def _failed(
+        self, failed: _TableOpFailed, col: dict[str, list[Any]], i: int, letters: list[DeadLetter]
+    ) -> None:
+        """Change ``i`` made user code raise: add its dead letter, then raise the error that
+        stops the application or (continue) log it.
+        """
+        e = failed.error
+        if not (self.handled or self.continue_on_error):  # feeding a stateful operator
+            raise _error(e, failed.node, failed.role, col, i) from e
+        if self.dead_letters is not None and (self.reports or not self.continue_on_error):
+            ts = col["ts"][i]
+            headers = error_headers(
+                e,
+                topic=col["topic"][i],
+                partition=col["partition"][i],
+                offset=col["offset"][i],
+                operator=failed.node,
+                reason=PROCESSING,
+            )
+            key = col["key"][i] if self.key_codec.serde() is not None else None
+            ts = ts if isinstance(ts, int) and ts >= 0 else None
+            letters.append(DeadLetter(key, None, ts, headers))
+        where = _where(col, i)
+        if not self.continue_on_error:
+            raise StreamsError(
+                f"User code raised {type(e).__name__}: {e} in operator {failed.node!r} "
+                f"({failed.role}) on {where}. Kafka Streams' default processing exception "
+                "handler (LogAndFail) stops the application; set "
+                "'processing.exception.handler'='log_and_continue' to skip such changes "
+                "(they are counted as dropped 'processing')."
+            ) from e
+        if self.reports:
+            log.warning(
+                "Skipping %s: user code raised %s: %s in operator %r (%s) "
+                "(processing.exception.handler=log_and_continue)",
+                where,
+                type(e).__name__,
+                e,
+                failed.node,
+                failed.role,
+            )
+
+
+def _where(col: dict[str, list[Any]], i: int) -> str:
+    """The change ``i`` named by the record that made it."""
+    topic = col["topic"][i]
+    if topic is None:
+        return "an update of an upstream stateful operator (no source topic, partition, offset)"
+    return (
+        f"the update made by the record at topic {topic!r} partition {col['partition'][i]} "
+        f"offset {col['offset'][i]}"
+    )
 
 
 @dataclass(frozen=True)
