@@ -40,10 +40,17 @@ def _extend(k: Any, a: list[Any], b: list[Any]) -> list[Any]:
     return a
 
 
+def _prepend(k: Any, a: list[Any], b: list[Any]) -> list[Any]:
+    b[:0] = a  # mutates the session's own aggregate, which user mergers may do
+    return b
+
+
 AGGREGATIONS = {
     "count": Aggregation(lambda: 0, lambda k, v, a: a + 1, merger=lambda k, a, b: a + b),
     "sum": Aggregation(lambda: 0, lambda k, v, a: a + v, merger=lambda k, a, b: a + b),
     "list": Aggregation(list, _append, merger=_extend),
+    # a list whose merger changes the found session's aggregate in place
+    "prepending": Aggregation(list, _append, merger=_prepend),
     # a sum whose aggregator returns None for a negative value: the window is deleted
     "clearing": Aggregation(
         lambda: 0, lambda k, v, a: None if v < 0 else a + v, merger=lambda k, a, b: a + b

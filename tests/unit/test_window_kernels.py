@@ -510,7 +510,7 @@ def test_any_micro_batch_cut_gives_the_same_result(spec, records, cuts, agg, emi
     window_specs(),
     records_strategy,
     st.sets(st.integers(1, 17)),
-    st.sampled_from(["count", "list", "clearing"]),
+    st.sampled_from(["count", "list", "prepending", "clearing"]),
 )
 def test_each_output_carries_its_windows_aggregate_from_before_the_micro_batch(
     spec, records, cuts, agg
@@ -518,11 +518,11 @@ def test_each_output_carries_its_windows_aggregate_from_before_the_micro_batch(
     # Kafka Streams' caching window and session stores flush one (new, old) pair per changed
     # window, old being the store's value before the flush (sent when a KTable.filter asks
     # for old values), and skip a window with neither: every kind of window, any cut, an
-    # aggregator that changes its aggregate in place ("list") or deletes it ("clearing")
+    # aggregator or merger that changes an aggregate in place ("list", "prepending") or an
+    # aggregator that deletes it ("clearing")
     windows, retention = spec
     kernel = kernel_for(windows, agg, retention_ms=retention, with_old=True)
     run = drive(kernel, records, cuts)
-    assert len(run.befores) == len(run.batches)
     for before, batch in zip(run.befores, run.batches, strict=True):
         assert len({run.window(o) for o in batch}) == len(batch)  # one output per window
         for o in batch:
@@ -533,6 +533,18 @@ def test_each_output_carries_its_windows_aggregate_from_before_the_micro_batch(
     plain = drive(kernel_for(windows, agg, retention_ms=retention), records, cuts)
     assert plain.outputs() == run.outputs()
     assert plain.state() == run.state()
+
+
+@pytest.mark.parametrize("kind", ["session", "sliding"])
+def test_a_window_deleted_re_created_and_deleted_again_in_one_batch_sends_its_tombstone(kind):
+    # the window was in the store before the micro-batch: the cache's flush has an old value
+    # and no new one, so a tombstone goes out whatever happened in between
+    windows = SessionWindowSpec(5, 100) if kind == "session" else SlidingWindowSpec(5, 100)
+    k = kernel_for(windows, "clearing", with_old=True)
+    run = drive(k, [(b"A", 7, 2), (b"A", 7, -1), (b"A", 7, 3), (b"A", 7, -1)], {1})
+    window = (b"A", 7, 7) if kind == "session" else (b"A", 2, 7)
+    [last] = run.batches[-1]
+    assert (run.window(last), last.value, pickle.loads(last.old)) == (window, None, 2)
 
 
 def test_session_emit_final_hidden_session_overwritten():

@@ -94,17 +94,19 @@ class KTable:
         Over an aggregation (``KGroupedStream`` ``count``/``reduce``/``aggregate``,
         unwindowed or in any kind of window, or a ``KTable.group_by`` aggregation; also
         through ``map_values``) the filter also sees each update's old aggregate (per window or
-        session: its aggregate before the micro-batch; a merged-away session's tombstone
-        carries the session's aggregate) and, as Kafka Streams' ``KTableFilter`` with old
+        session: its aggregate before the micro-batch, also for the tombstone of a merged-away
+        session) and, as Kafka Streams' ``KTableFilter`` with old
         values, sends nothing for a row that neither passes nor passed: ``group_by_key()
         .count().filter(lambda k, n: n >= 3).to_stream()`` gives only the counts from 3 on.
         Such an unwindowed stream ``count`` or built-in reducer runs as a Python fold (Spark's
         aggregation does not give the value before a micro-batch). Elsewhere every failing
         update gives a tombstone, also for a row that never passed: Kafka Streams sends none
         for such a row where its filter gets old values (a table-table or foreign-key join, a
-        suppression, or a named table), so a consumer of those must accept ``None``. With
-        ``Materialized.with_caching_disabled()`` Kafka Streams' old value of a new key is
-        ``initializer()``; here it is always ``None``, as with its record cache.
+        suppression, or a named table), so a consumer of those must accept ``None``. Old
+        values are those Kafka Streams' record cache forwards (the store's value before the
+        commit, ``None`` for a new key or window); with ``Materialized.with_caching_disabled()``
+        it forwards one per record instead, and ``initializer()`` as the old value of a new
+        key or time window.
 
         Examples
         --------

@@ -654,18 +654,8 @@ def windowed_count_filter(input: str, output: str, *, size_ms: int, grace_ms: in
     """Twin of ``windowed-count-filter``: events per user and time window (``count-store``)
     filtered as a table, written keyed ``"user@start"``.
     """
-    b = StreamsBuilder()
-    (
-        b.stream(input, key_serde=_S, value_serde=_S)
-        .group_by_key()
-        .windowed_by(_windows(size_ms, grace_ms))
-        .count(name="count-store")
-        .filter(_passes_count_filter)
-        .to_stream()
-        .map(_user_at_start)
-        .to(output, key_serde=_S, value_serde=Serdes.long())
-    )
-    return b.build()
+    windows = _windows(size_ms, grace_ms)
+    return _filtered_window_counts(input, output, windows, "count-store", _user_at_start)
 
 
 def _user_at_session(wk: Any, n: int | None) -> tuple[str, int | None]:
@@ -681,18 +671,7 @@ def session_count_filter(input: str, output: str, *, gap_ms: int, grace_ms: int)
     windows = SessionWindows.of_inactivity_gap_and_grace(
         timedelta(milliseconds=gap_ms), timedelta(milliseconds=grace_ms)
     )
-    b = StreamsBuilder()
-    (
-        b.stream(input, key_serde=_S, value_serde=_S)
-        .group_by_key()
-        .windowed_by(windows)
-        .count(name="session-counts")
-        .filter(_passes_count_filter)
-        .to_stream()
-        .map(_user_at_session)
-        .to(output, key_serde=_S, value_serde=Serdes.long())
-    )
-    return b.build()
+    return _filtered_window_counts(input, output, windows, "session-counts", _user_at_session)
 
 
 def sliding_count_filter(
@@ -710,15 +689,28 @@ def sliding_count_filter(
     windows = SlidingWindows.of_time_difference_and_grace(
         timedelta(milliseconds=difference_ms), timedelta(milliseconds=grace_ms)
     )
+    return _filtered_window_counts(input, output, windows, "sliding-counts", _user_at_start)
+
+
+def _filtered_window_counts(
+    input: str,  # noqa: A002
+    output: str,
+    windows: Any,
+    store: str,
+    key_of: Any,
+) -> Topology:
+    """Events per user in ``windows`` (store ``store``), filtered as a table (counts 2, 3 and
+    from 5 pass), written keyed ``key_of(windowed key, count)``.
+    """
     b = StreamsBuilder()
     (
         b.stream(input, key_serde=_S, value_serde=_S)
         .group_by_key()
         .windowed_by(windows)
-        .count(name="sliding-counts")
+        .count(name=store)
         .filter(_passes_count_filter)
         .to_stream()
-        .map(_user_at_start)
+        .map(key_of)
         .to(output, key_serde=_S, value_serde=Serdes.long())
     )
     return b.build()

@@ -115,7 +115,7 @@ def lower_table_op_over_aggregate(
     lowerer: Lowerer, node: TableOpNode, base: Frame | None = None
 ) -> Frame:
     """``filter``/``map_values`` over a ``KTable.group_by`` aggregation, or over the changes
-    ``base`` of a stream aggregation (unwindowed or in time windows) that emits old
+    ``base`` of a stream aggregation (unwindowed or windowed) that emits old
     aggregates (``(key, new, old)``, see
     :mod:`streamtable.topology.old_values`), as upserts: applied to the new and old aggregate
     of each update, so that a filter sends a tombstone only for a row that passed before and

@@ -510,11 +510,29 @@ public final class ReferenceApp {
      * passing), written as "user@start": KTableFilter gets the window store's old values.
      */
     static void windowedCountFilter(StreamsBuilder b, Map<String, String> p) {
-        windowed(b.stream(required(p, "input"), Consumed.with(STR, STR)).groupByKey(), p)
-                .count(windowStore("count-store", p, Serdes.Long()))
-                .filter((wk, n) -> n >= 2 && n != 4)
+        filteredWindowCounts(
+                windowed(b.stream(required(p, "input"), Consumed.with(STR, STR)).groupByKey(), p)
+                        .count(windowStore("count-store", p, Serdes.Long())),
+                false,
+                p);
+    }
+
+    /**
+     * Window counts filtered as a table (counts 2, 3 and from 5 pass; 4 stops passing), written
+     * keyed "user@start" (withEnd: "user@start-end").
+     */
+    static void filteredWindowCounts(
+            KTable<Windowed<String>, Long> counts, boolean withEnd, Map<String, String> p) {
+        counts.filter((wk, n) -> n >= 2 && n != 4)
                 .toStream()
-                .map((wk, n) -> KeyValue.pair(wk.key() + "@" + wk.window().start(), n))
+                .map(
+                        (wk, n) ->
+                                KeyValue.pair(
+                                        wk.key()
+                                                + "@"
+                                                + wk.window().start()
+                                                + (withEnd ? "-" + wk.window().end() : ""),
+                                        n))
                 .to(required(p, "output"), Produced.with(STR, Serdes.Long()));
     }
 
@@ -524,21 +542,16 @@ public final class ReferenceApp {
      * store's old values, merged-away sessions included.
      */
     static void sessionCountFilter(StreamsBuilder b, Map<String, String> p) {
-        b.stream(required(p, "input"), Consumed.with(STR, STR))
-                .groupByKey()
-                .windowedBy(
-                        SessionWindows.ofInactivityGapAndGrace(
-                                Duration.ofMillis(Long.parseLong(required(p, "gap_ms"))),
-                                Duration.ofMillis(Long.parseLong(required(p, "grace_ms")))))
-                .count(Materialized.as("session-counts"))
-                .filter((wk, n) -> n >= 2 && n != 4)
-                .toStream()
-                .map(
-                        (wk, n) ->
-                                KeyValue.pair(
-                                        wk.key() + "@" + wk.window().start() + "-" + wk.window().end(),
-                                        n))
-                .to(required(p, "output"), Produced.with(STR, Serdes.Long()));
+        filteredWindowCounts(
+                b.stream(required(p, "input"), Consumed.with(STR, STR))
+                        .groupByKey()
+                        .windowedBy(
+                                SessionWindows.ofInactivityGapAndGrace(
+                                        Duration.ofMillis(Long.parseLong(required(p, "gap_ms"))),
+                                        Duration.ofMillis(Long.parseLong(required(p, "grace_ms")))))
+                        .count(Materialized.as("session-counts")),
+                true,
+                p);
     }
 
     /**
@@ -547,17 +560,16 @@ public final class ReferenceApp {
      * the window store's old values.
      */
     static void slidingCountFilter(StreamsBuilder b, Map<String, String> p) {
-        b.stream(required(p, "input"), Consumed.with(STR, STR))
-                .groupByKey()
-                .windowedBy(
-                        SlidingWindows.ofTimeDifferenceAndGrace(
-                                Duration.ofMillis(Long.parseLong(required(p, "difference_ms"))),
-                                Duration.ofMillis(Long.parseLong(required(p, "grace_ms")))))
-                .count(Materialized.as("sliding-counts"))
-                .filter((wk, n) -> n >= 2 && n != 4)
-                .toStream()
-                .map((wk, n) -> KeyValue.pair(wk.key() + "@" + wk.window().start(), n))
-                .to(required(p, "output"), Produced.with(STR, Serdes.Long()));
+        filteredWindowCounts(
+                b.stream(required(p, "input"), Consumed.with(STR, STR))
+                        .groupByKey()
+                        .windowedBy(
+                                SlidingWindows.ofTimeDifferenceAndGrace(
+                                        Duration.ofMillis(Long.parseLong(required(p, "difference_ms"))),
+                                        Duration.ofMillis(Long.parseLong(required(p, "grace_ms")))))
+                        .count(Materialized.as("sliding-counts")),
+                false,
+                p);
     }
 
     /**
