@@ -125,6 +125,11 @@ CASES: dict[str, tuple[str, dict[str, str], Callable[[], Topology]]] = {
         {"input": "in", "output": "out", **WINDOW_PARAMS},
         lambda: twins.windowed_count_filter("in", "out", **WINDOW),
     ),
+    "windowed-count-suppress-filter": (
+        "windowed-count-filter",
+        {"input": "in", "output": "out", **WINDOW_PARAMS, "suppress": "true"},
+        lambda: twins.windowed_count_filter("in", "out", **WINDOW, suppress=True),
+    ),
     "session-count-filter": (
         "session-count-filter",
         {"input": "in", "output": "out", "gap_ms": "200", "grace_ms": "1000"},

@@ -96,6 +96,36 @@ def events_input(topic):
     return [r(topic, u, "x", (i * 37) % 11 * 100) for i, u in enumerate(users)]
 
 
+def windowed_final_input(topic):
+    """Events of four users in 500 ms windows (grace 100 ms) whose final counts are 1 (never
+    passes), 2, 3, 4 (passed at 3: a tombstone) and 5; a record late within grace, one past
+    it (dropped), and a last record closing every earlier window.
+    """
+    ev = [
+        ("u00", 100),
+        ("u02", 120),
+        ("u02", 130),
+        ("u01", 150),
+        ("u00", 200),
+        ("u02", 300),
+        ("u00", 520),
+        ("u02", 400),  # late within grace: [0, 500) closes at 600
+        ("u01", 650),  # closes [0, 500): u00 2, u01 1, u02 4
+        ("u01", 660),
+        ("u00", 700),
+        ("u01", 670),
+        ("u01", 680),
+        ("u00", 800),
+        ("u03", 1_050),
+        ("u01", 690),
+        ("u03", 1_060),
+        ("u02", 1_100),  # closes [500, 1000): u00 3, u01 5
+        ("u02", 450),  # past grace: dropped
+        ("u03", 3_000),  # closes [1000, 1500): u02 1, u03 2
+    ]
+    return [r(topic, user, "x", ts) for user, ts in ev]
+
+
 def windowed_input():
     """Events of three users in 1 s windows (grace 500 ms), some late within grace, one past it
     (dropped), regions for two of the users, one of them changing before its window closes.
@@ -181,6 +211,14 @@ CASES = {
         lambda: events_input("ev"),
         lambda: twins.windowed_count_filter("ev", "out", size_ms=500, grace_ms=1000),
     ),
+    # the final results of counts per user in 500 ms windows (grace 100 ms) filtered as a
+    # table: a final count that fails sends a tombstone when the count before its last
+    # change passed, else nothing
+    "windowed-count-suppress-filter": (
+        {"input": "ev", "size_ms": "500", "grace_ms": "100", "suppress": "true"},
+        lambda: windowed_final_input("ev"),
+        lambda: twins.windowed_count_filter("ev", "out", size_ms=500, grace_ms=100, suppress=True),
+    ),
     # counts per user and session (gap 200 ms: merges of two and three sessions, a session
     # whose record falls inside it) filtered as a table; nothing late
     "session-count-filter": (
@@ -207,8 +245,12 @@ CASES = {
 }
 
 
-#: Cases that run another case's reference topology (streamtable's twin differs).
-REFERENCE = {"wordcount-columns": "wordcount"}
+#: Cases that run another case's reference topology (streamtable's twin differs, or the
+#: reference takes other parameters).
+REFERENCE = {
+    "wordcount-columns": "wordcount",
+    "windowed-count-suppress-filter": "windowed-count-filter",
+}
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -245,7 +287,12 @@ def test_driver_output_equals_kafka_streams_driver_record_for_record(
 #: a line of several words): Kafka Streams emits them in window-end then key order (words: in
 #: line order), streamtable in the order of its state pages (docs/testing.md: "the updates of different keys from one piped record are not
 #: necessarily in processing order"). Each key's records are compared in order.
-PER_KEY_ORDER = {"windowed-filter-join", "wordcount", "wordcount-columns"}
+PER_KEY_ORDER = {
+    "windowed-filter-join",
+    "windowed-count-suppress-filter",
+    "wordcount",
+    "wordcount-columns",
+}
 
 
 #: Cases where one piped record updates a key several times (a line repeating a word): Kafka

@@ -9,12 +9,15 @@ from datetime import timedelta
 
 import pytest
 
+from _window_runs import drive, kernel_for
 from streamtable import (
+    BufferConfig,
     Reducers,
     Serdes,
     SessionWindows,
     SlidingWindows,
     StreamsBuilder,
+    Suppressed,
     TimeWindows,
 )
 from streamtable.compiler.codecs import PickleCodec, SerdeCodec
@@ -93,6 +96,25 @@ def test_the_chain_end_finds_its_aggregation_only_when_the_chain_holds_a_filter(
     assert filtered_stream_aggregate(graph.by_name, alone) is None
 
 
+def test_a_filter_reads_old_values_through_the_final_results_of_time_windows_only():
+    # suppress(until_window_closes) of time windows forwards old values (the window's last
+    # buffered change's); the final results of sessions do not carry them yet
+    b = StreamsBuilder()
+    grouped = b.stream("in").group_by_key()
+    final = Suppressed.until_window_closes(BufferConfig.unbounded())
+    hourly = grouped.windowed_by(TimeWindows.of_size_with_no_grace(timedelta(hours=1)))
+    hourly.count(name="h").suppress(final).filter(lambda k, n: n < 3).to_stream().to("a")
+    sessions = grouped.windowed_by(
+        SessionWindows.of_inactivity_gap_with_no_grace(timedelta(minutes=5))
+    )
+    sessions.count(name="s").suppress(final).filter(lambda k, n: n < 3).to_stream().to("b")
+    graph = b.build().graph
+    found = [filtered_stream_aggregate(graph.by_name, op) for op in graph.of_type(TableOpNode)]
+    assert sorted(type(node).__name__ for node in found) == ["NoneType", "SuppressNode"]
+    (suppress,) = (node for node in found if node is not None)
+    assert graph.by_name[suppress.parents[0]].store_name == "h"
+
+
 def test_adding_a_filter_after_a_count_is_refused_naming_the_filter(tmp_path):
     def topology(filtered):
         b = StreamsBuilder()
@@ -156,3 +178,27 @@ def test_a_time_window_kernel_emits_each_windows_aggregate_from_before_the_micro
     entry, got = batch(entry, (25, "d"), (3, "late"))
     assert got == {20: (["d"], None), 25: (["d"], None)}  # 3 is past [0, 10)'s close
     assert kernel.drops == {"late": 1}
+
+
+def test_a_final_result_carries_the_windows_aggregate_from_before_its_last_change():
+    # Kafka Streams' suppression buffer emits a window's last buffered change, whose old value
+    # is the window store's value before that change's commit (a micro-batch here)
+    kernel = kernel_for(TimeWindowSpec(10, 10, 0), "count", emit_final=True, with_old=True)
+    records = [(b"A", 1, 1), (b"A", 2, 1), (b"A", 3, 1), (b"A", 5, 1), (b"B", 4, 1)]
+    records += [(b"B", 6, 1), (b"A", 12, 1)]  # 12 closes [0, 10)
+    run = drive(kernel, records, {1, 3, 6})  # batches: 1 | 2, 3 | 5, 4, 6 | 12
+    finals = {
+        run.window(o): (pickle.loads(o.value), None if o.old is None else pickle.loads(o.old))
+        for o in run.outs
+    }
+    assert finals == {
+        (b"A", 0, 10): (4, 3),  # 3 before its last batch (5)
+        (b"B", 0, 10): (2, None),  # made in its last batch
+    }
+    # without old values the final results are the same, with no old value
+    plain = drive(
+        kernel_for(TimeWindowSpec(10, 10, 0), "count", emit_final=True), records, {1, 3, 6}
+    )
+    assert [(o.key, o.value, o.old) for o in plain.outs] == [
+        (o.key, o.value, None) for o in run.outs
+    ]

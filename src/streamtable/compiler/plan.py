@@ -171,6 +171,9 @@ class Lowerer:
             if over_table_aggregate(self.nodes, node):
                 return lower_table_op_over_aggregate(self, node)
             aggregate = filtered_stream_aggregate(self.nodes, node)
+            if isinstance(aggregate, SuppressNode):
+                base = self._suppress(aggregate, with_old=True)
+                return lower_table_op_over_aggregate(self, node, base)
             if aggregate is not None:
                 base = self._aggregate(aggregate, with_old=True)
                 return lower_table_op_over_aggregate(self, node, base)
@@ -288,14 +291,14 @@ class Lowerer:
             )
         return lower_aggregate(self.ctx, node, parent, want_value, with_old=with_old)
 
-    def _suppress(self, node: SuppressNode) -> Frame:
+    def _suppress(self, node: SuppressNode, with_old: bool = False) -> Frame:
         spec = node.suppress
         assert spec is not None
         parent = self.nodes[node.parents[0]]
         if spec.until_window_closes:
             # validated at build time: the parent is a windowed aggregation
             assert isinstance(parent, AggregateNode)
-            return self._aggregate(parent, emit_final=spec)
+            return self._aggregate(parent, emit_final=spec, with_old=with_old)
         return lower_suppress(self.ctx, node, self.lower(parent.name))
 
     def sink(self, node: SinkNode) -> QueryPlan:

@@ -99,10 +99,14 @@ class KTable:
         values, sends nothing for a row that neither passes nor passed: ``group_by_key()
         .count().filter(lambda k, n: n >= 3).to_stream()`` gives only the counts from 3 on.
         Such an unwindowed stream ``count`` or built-in reducer runs as a Python fold (Spark's
-        aggregation does not give the value before a micro-batch). Elsewhere every failing
-        update gives a tombstone, also for a row that never passed: Kafka Streams sends none
-        for such a row where its filter gets old values (a table-table or foreign-key join, a
-        suppression, or a named table), so a consumer of those must accept ``None``. Old
+        aggregation does not give the value before a micro-batch). Over the final results of a
+        time-windowed aggregation (``suppress(Suppressed.until_window_closes())``) the old
+        value is the window's aggregate before the last micro-batch that changed it, as Kafka
+        Streams' suppression buffer forwards it: a failing final result sends a tombstone only
+        when that value passed. Elsewhere every failing update gives a tombstone, also for a
+        row that never passed: Kafka Streams sends none for such a row where its filter gets
+        old values (a table-table or foreign-key join, another suppression, or a named table),
+        so a consumer of those must accept ``None``. Old
         values are those Kafka Streams' record cache forwards (the store's value before the
         commit, ``None`` for a new key or window); with ``Materialized.with_caching_disabled()``
         it forwards one per record instead, and ``initializer()`` as the old value of a new

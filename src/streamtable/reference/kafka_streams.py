@@ -106,7 +106,7 @@ TOPOLOGIES: dict[str, tuple[str, ...]] = {
     "join-rekey-reduce": ("stream", "table", "output", "history_ms"),
     "count-histogram": ("input", "output"),
     "count-filter": ("input", "output"),
-    "windowed-count-filter": ("input", "output", "size_ms", "grace_ms"),
+    "windowed-count-filter": ("input", "output", "size_ms", "grace_ms", "suppress"),
     "session-count-filter": ("input", "output", "gap_ms", "grace_ms"),
     "sliding-count-filter": ("input", "output", "difference_ms", "grace_ms"),
     "table-join-regroup": ("left", "right", "output"),

@@ -650,12 +650,22 @@ def _user_at_start(wk: Any, n: int | None) -> tuple[str, int | None]:
     return f"{wk.key}@{wk.start}", n
 
 
-def windowed_count_filter(input: str, output: str, *, size_ms: int, grace_ms: int) -> Topology:  # noqa: A002
+def windowed_count_filter(
+    input: str,  # noqa: A002
+    output: str,
+    *,
+    size_ms: int,
+    grace_ms: int,
+    suppress: bool = False,
+) -> Topology:
     """Twin of ``windowed-count-filter``: events per user and time window (``count-store``)
-    filtered as a table, written keyed ``"user@start"``.
+    filtered as a table (with ``suppress``, its final results), written keyed
+    ``"user@start"``.
     """
     windows = _windows(size_ms, grace_ms)
-    return _filtered_window_counts(input, output, windows, "count-store", _user_at_start)
+    return _filtered_window_counts(
+        input, output, windows, "count-store", _user_at_start, suppress=suppress
+    )
 
 
 def _user_at_session(wk: Any, n: int | None) -> tuple[str, int | None]:
@@ -698,17 +708,22 @@ def _filtered_window_counts(
     windows: Any,
     store: str,
     key_of: Any,
+    *,
+    suppress: bool = False,
 ) -> Topology:
-    """Events per user in ``windows`` (store ``store``), filtered as a table (counts 2, 3 and
-    from 5 pass), written keyed ``key_of(windowed key, count)``.
+    """Events per user in ``windows`` (store ``store``; with ``suppress``, its final results),
+    filtered as a table (counts 2, 3 and from 5 pass), written keyed ``key_of(windowed key,
+    count)``.
     """
+    from streamtable import BufferConfig, Suppressed
+
     b = StreamsBuilder()
+    counts = b.stream(input, key_serde=_S, value_serde=_S).group_by_key().windowed_by(windows)
+    table = counts.count(name=store)
+    if suppress:
+        table = table.suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
     (
-        b.stream(input, key_serde=_S, value_serde=_S)
-        .group_by_key()
-        .windowed_by(windows)
-        .count(name=store)
-        .filter(_passes_count_filter)
+        table.filter(_passes_count_filter)
         .to_stream()
         .map(key_of)
         .to(output, key_serde=_S, value_serde=Serdes.long())

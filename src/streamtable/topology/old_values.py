@@ -9,33 +9,62 @@ old aggregate beside each update (per window: its aggregate before the micro-bat
 unwindowed aggregation runs as a Python fold, also for ``count`` or a built-in reducer (Spark's
 own aggregation does not give the value before a micro-batch), and the topology's fingerprint
 says so. Windowed aggregations always run in Python kernels: old values change no state form
-there.
+there. The final results of a time-windowed aggregation (``suppress(until_window_closes)``)
+carry old values too: each window's aggregate before the last micro-batch that changed it, as
+Kafka Streams' suppression buffer forwards the old value of a window's last buffered change.
 """
 
 from __future__ import annotations
 
 from streamtable.topology.nodes import (
     AggregateNode,
+    CustomWindowSpec,
     GraphSnapshot,
     Node,
+    SuppressNode,
     TableOpKind,
     TableOpNode,
+    TimeWindowSpec,
 )
 
 
-def filtered_stream_aggregate(nodes: dict[str, Node], node: TableOpNode) -> AggregateNode | None:
-    """The aggregation under the chain of ``filter``/``map_values`` that ends at ``node``,
-    when the chain holds a ``filter`` and the aggregation sends old values; else ``None``.
+def filtered_stream_aggregate(
+    nodes: dict[str, Node], node: TableOpNode
+) -> AggregateNode | SuppressNode | None:
+    """The aggregation, or the final-results suppression of a time-windowed aggregation,
+    under the chain of ``filter``/``map_values`` that ends at ``node``, when the chain holds a
+    ``filter`` and that parent sends old values; else ``None``.
     """
     has_filter = False
     parent: Node = node
     while isinstance(parent, TableOpNode) and parent.kind is not TableOpKind.GROUP_BY:
         has_filter = has_filter or parent.kind is TableOpKind.FILTER
         parent = nodes[parent.parents[0]]
-    if has_filter and _sends_old_values(parent):
+    if not has_filter:
+        return None
+    if _sends_old_values(parent):
         assert isinstance(parent, AggregateNode)
         return parent
+    if isinstance(parent, SuppressNode) and _final_results_send_old_values(nodes, parent):
+        return parent
     return None
+
+
+def _final_results_send_old_values(nodes: dict[str, Node], node: SuppressNode) -> bool:
+    """Whether ``node`` is ``suppress(until_window_closes)`` of a time-windowed aggregation:
+    its final results carry old values (``WindowAggregateSpec.with_old``). Kafka Streams'
+    suppression forwards the old value of a window's last buffered change; streamtable does
+    so for time windows, and a filter after the final results of session or sliding windows
+    gets none.
+    """
+    if node.suppress is None or not node.suppress.until_window_closes:
+        return False
+    parent = nodes[node.parents[0]]
+    return (
+        isinstance(parent, AggregateNode)
+        and parent.aggregation is not None
+        and isinstance(parent.windows, TimeWindowSpec | CustomWindowSpec)
+    )
 
 
 def table_filtered(graph: GraphSnapshot, node: AggregateNode) -> bool:

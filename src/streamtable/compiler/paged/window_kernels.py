@@ -112,10 +112,14 @@ class WindowAggregateSpec:
         aggregates) waiting for their final result; more stops the application
         (``shutDownWhenFull``). Enforced per state page, at ``ceil(bound / pages)``.
     with_old : bool
-        Emit-on-update time windows only: each update (and tombstone) carries the window's
-        aggregate before the micro-batch in ``Out.old`` (pickled; ``None`` for a window new in
-        the micro-batch), for a table filter after the aggregation
-        (:mod:`streamtable.topology.old_values`).
+        Each update (and tombstone) carries the window's aggregate before the micro-batch in
+        ``Out.old`` (pickled; ``None`` for a window new in the micro-batch), for a table
+        filter after the aggregation (:mod:`streamtable.topology.old_values`). With
+        ``emit_final`` (time windows only) the final result carries the window's aggregate
+        before the last micro-batch that changed it, kept as the window's fourth state item:
+        Kafka Streams' suppression buffer emits a window's last buffered change, whose old
+        value is what the store held before that change's commit
+        (``InMemoryTimeOrderedKeyValueChangeBuffer``).
     """
 
     node_name: str
@@ -443,7 +447,8 @@ class WindowKernel:
                     if kt is not None and close <= kt:
                         w[2] = True
                         key = self.window_key(gk, start, end)
-                        out = Out(key, pickle.dumps(w[0], protocol=5), None, w[1])
+                        prev = w[3] if len(w) > 3 else None  # see WindowAggregateSpec.with_old
+                        out = Out(key, pickle.dumps(w[0], protocol=5), prev, w[1])
                         finals.append((end, key, out))
                     elif key_next is None or close < key_next:
                         key_next = close
@@ -555,7 +560,7 @@ class TimeWindowKernel(WindowKernel):
         # each changed window's aggregate before the micro-batch, pickled before the first
         # fold (which may change it in place)
         olds: dict[tuple[int, int], bytes | None] = {}
-        track_old = self.spec.with_old and not self.spec.emit_final
+        track_old = self.spec.with_old
         for rec, value in zip(records, values, strict=True):
             st = self.stream_time(rec, floor)
             for start, end in self.bounds_for(w, rec):
@@ -580,7 +585,14 @@ class TimeWindowKernel(WindowKernel):
                     deleted[(start, end)] = rec.ts
                 changed[(start, end)] = rec
         outs: list[Out] = []
-        if not self.spec.emit_final:
+        if self.spec.emit_final:
+            # each changed window keeps its aggregate from before the batch, for its final
+            # result (see WindowAggregateSpec.with_old)
+            for bounds, old in olds.items():
+                kept = windows.get(bounds)
+                if kept is not None:
+                    kept[3:] = [old]
+        else:
             # a window created and deleted within the micro-batch forwards nothing (Kafka
             # Streams' caching window store skips a flush with neither new nor old value)
             outs = [

@@ -507,12 +507,19 @@ public final class ReferenceApp {
 
     /**
      * Events per user and window, filtered as a table (counts 2, 3 and from 5 pass; 4 stops
-     * passing), written as "user@start": KTableFilter gets the window store's old values.
+     * passing), written as "user@start": KTableFilter gets the window store's old values. With
+     * suppress=true the filter reads the final results (untilWindowCloses), whose old value is
+     * that of each window's last buffered change.
      */
     static void windowedCountFilter(StreamsBuilder b, Map<String, String> p) {
         filteredWindowCounts(
-                windowed(b.stream(required(p, "input"), Consumed.with(STR, STR)).groupByKey(), p)
-                        .count(windowStore("count-store", p, Serdes.Long())),
+                suppressed(
+                        windowed(
+                                        b.stream(required(p, "input"), Consumed.with(STR, STR))
+                                                .groupByKey(),
+                                        p)
+                                .count(windowStore("count-store", p, Serdes.Long())),
+                        p),
                 false,
                 p);
     }
