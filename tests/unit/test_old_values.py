@@ -183,7 +183,8 @@ def test_a_time_window_kernel_emits_each_windows_aggregate_from_before_the_micro
 def test_a_final_result_carries_the_windows_aggregate_from_before_its_last_change():
     # Kafka Streams' suppression buffer emits a window's last buffered change, whose old value
     # is the window store's value before that change's commit (a micro-batch here)
-    kernel = kernel_for(TimeWindowSpec(10, 10, 0), "count", emit_final=True, with_old=True)
+    windows = TimeWindowSpec(10, 10, 0)
+    kernel = kernel_for(windows, "count", emit_final=True, retention_ms=100, with_old=True)
     records = [(b"A", 1, 1), (b"A", 2, 1), (b"A", 3, 1), (b"A", 5, 1), (b"B", 4, 1)]
     records += [(b"B", 6, 1), (b"A", 12, 1)]  # 12 closes [0, 10)
     run = drive(kernel, records, {1, 3, 6})  # batches: 1 | 2, 3 | 5, 4, 6 | 12
@@ -195,9 +196,12 @@ def test_a_final_result_carries_the_windows_aggregate_from_before_its_last_chang
         (b"A", 0, 10): (4, 3),  # 3 before its last batch (5)
         (b"B", 0, 10): (2, None),  # made in its last batch
     }
+    # an emitted window keeps no old value; one still open does (for its final result)
+    kept = {(gk, s): len(w) for gk, ws in run.entries.items() for (s, _), w in ws.items()}
+    assert kept == {(b"A", 0): 3, (b"B", 0): 3, (b"A", 10): 4}
     # without old values the final results are the same, with no old value
     plain = drive(
-        kernel_for(TimeWindowSpec(10, 10, 0), "count", emit_final=True), records, {1, 3, 6}
+        kernel_for(windows, "count", emit_final=True, retention_ms=100), records, {1, 3, 6}
     )
     assert [(o.key, o.value, o.old) for o in plain.outs] == [
         (o.key, o.value, None) for o in run.outs

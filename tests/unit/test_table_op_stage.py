@@ -71,3 +71,16 @@ def test_an_error_on_an_aggregations_update_says_it_has_no_source_coordinates():
     assert "operator 'f' (filter) on an update of an upstream stateful operator (no source " in (
         str(error)
     )
+
+
+def test_an_operator_another_query_reports_drops_its_failing_changes_silently():
+    # one table op chain lowered in two queries (two sinks at different points of it): only
+    # the query that reports an operator counts and dead-letters its failures
+    inverse = (TableOpKind.MAP_VALUES, lambda n: 10 // n, "op-0")
+    stage = TableOpStage(
+        (inverse,), P, P, continue_on_error=True, handled=True, unreported=frozenset({"op-0"})
+    )
+    batch = change_batch([("a", 0, None), ("c", 2, None)], topic="t")
+    out = next(iter(stage([batch]))).to_pydict()
+    assert P.decode_many(out["key"]) == ["c"]
+    assert out["skipped"] == [False]

@@ -129,19 +129,35 @@ def lower_table_op_over_aggregate(
     ctx = lowerer.ctx
     cfg = ctx.config
     continue_on_error = cfg.processing_exception_handler == "log_and_continue"
-    # a table read by several sinks is computed once per sink's query: only the first
-    # counts, logs and dead-letters its skipped changes (Kafka Streams has one processor)
-    reports = ctx.first_report(node.name)
+    # a table read by several sinks is computed once per sink's query: only the first query
+    # to lower an operator counts, logs and dead-letters its skipped changes (Kafka Streams
+    # has one processor)
+    chain = _chain(lowerer, node)
+    unreported = frozenset(n.name for n in chain if not ctx.first_report(n.name))
     letters = None
     if cfg.dead_letter_queue_topic is not None:
         letters = dead_letter_spec(ctx, cfg.dead_letter_queue_topic, node.name, False)
     changes = _table_op_changes(
-        lowerer, node, continue_on_error, base, dead_letters=letters, reports=reports
+        lowerer, node, continue_on_error, base, dead_letters=letters, unreported=unreported
     )
     df = changes.df
     if continue_on_error:
-        df = count_and_drop(ctx, df, {"processing": F.col("skipped")}, observe=reports)
+        observe = len(unreported) < len(chain)
+        df = count_and_drop(ctx, df, {"processing": F.col("skipped")}, observe=observe)
     return changes.with_(df=frame_columns_only(df))
+
+
+def _chain(lowerer: Lowerer, node: TableOpNode) -> list[TableOpNode]:
+    """The chain of ``filter``/``map_values`` ending at ``node``, first operation first."""
+    chain = [node]
+    while True:
+        parent = lowerer.nodes[chain[-1].parents[0]]
+        if isinstance(parent, TableOpNode) and parent.kind is not TableOpKind.GROUP_BY:
+            chain.append(parent)
+        else:
+            break
+    chain.reverse()
+    return chain
 
 
 def _table_op_changes(
@@ -151,22 +167,16 @@ def _table_op_changes(
     base: Frame | None = None,
     *,
     dead_letters: DeadLetterSpec | None = None,
-    reports: bool | None = None,
+    unreported: frozenset[str] | None = None,
 ) -> Frame:
     """The changes of the chain of ``filter``/``map_values`` ending at ``node``, over the
     changes ``base`` of the chain's parent (by default :func:`lower_table_changes`).
-    ``reports`` (this query counts the chain's errors) set: the changes are read as upserts
-    and ``processing.exception.handler`` covers the chain (see :class:`TableOpStage`); unset:
-    they feed a stateful operator, and an error always stops the application.
+    ``unreported`` (the chain's operators another query reports) set: the changes are read
+    as upserts and ``processing.exception.handler`` covers the chain (see
+    :class:`TableOpStage`); unset: they feed an aggregation, and an error always stops the
+    application.
     """
-    chain = [node]
-    while True:
-        parent = lowerer.nodes[chain[-1].parents[0]]
-        if isinstance(parent, TableOpNode) and parent.kind is not TableOpKind.GROUP_BY:
-            chain.append(parent)
-        else:
-            break
-    chain.reverse()
+    chain = _chain(lowerer, node)
     if base is None:
         base = lower_table_changes(lowerer, chain[0].parents[0])
     stage = TableOpStage(
@@ -174,9 +184,9 @@ def _table_op_changes(
         base.key_codec,
         base.value_codec,
         continue_on_error,
-        handled=reports is not None,
+        handled=unreported is not None,
         dead_letters=dead_letters,
-        reports=bool(reports),
+        unreported=unreported or frozenset(),
     )
     df = base.df.mapInArrow(stage, SKIPPING_CHANGE_DDL if continue_on_error else CHANGE_DDL)
     return Frame(df, base.key_codec, PickleCodec(), stateful=True)

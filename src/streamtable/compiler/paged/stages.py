@@ -82,13 +82,14 @@ class TableOpStage:
 
     ``handled``: the changes are read as upserts, so ``processing.exception.handler`` covers
     the chain's user code. A change on which it raises is then written to the dead-letter
-    topic (``dead_letters``, when this stage ``reports`` the operators or the handler fails)
-    and, with ``continue_on_error`` (``log_and_continue``), logged and kept with ``skipped``
-    true (:data:`SKIPPING_CHANGE_DDL`), to be counted and removed; otherwise the error stops
-    the application. The dead letter, as Kafka Streams writes one for an error in a record
-    cache's flush: the change's key bytes (null unless the key has a user serde), a null
-    value (the aggregate is held pickled), the timestamp and coordinates of the record that
-    made the change.
+    topic (``dead_letters``; when another query reports the failing operator, listed in
+    ``unreported``, only if the handler fails) and, with ``continue_on_error``
+    (``log_and_continue``), logged and kept with ``skipped`` true
+    (:data:`SKIPPING_CHANGE_DDL`), to be counted and removed (removed silently for an
+    unreported operator); otherwise the error stops the application. The dead letter holds
+    the change's key bytes (null unless the key has a user serde), a null value (the
+    aggregate is held pickled) and the timestamp and coordinates of the record that made the
+    change.
     """
 
     ops: tuple[tuple[TableOpKind, Callable[..., Any], str], ...]
@@ -97,7 +98,7 @@ class TableOpStage:
     continue_on_error: bool = False
     handled: bool = False
     dead_letters: DeadLetterSpec | None = None
-    reports: bool = True
+    unreported: frozenset[str] = frozenset()
 
     def _apply(self, key: Any, new: Any, old: Any) -> tuple[Any, Any] | None:
         """``(new, old)`` of a change after the chain, or ``None`` where a filter forwards
@@ -151,6 +152,8 @@ class TableOpStage:
                 vals = self._apply(k, new_in[i], old_in[i])
             except _TableOpFailed as failed:
                 self._failed(failed, col, i, letters)
+                if failed.node in self.unreported:
+                    continue  # another query counts it
                 vals = (None, None)
                 skipped.append(True)
             else:
@@ -179,7 +182,8 @@ class TableOpStage:
         e = failed.error
         if not (self.handled or self.continue_on_error):  # feeding a stateful operator
             raise _error(e, failed.node, failed.role, col, i) from e
-        if self.dead_letters is not None and (self.reports or not self.continue_on_error):
+        reports = failed.node not in self.unreported
+        if self.dead_letters is not None and (reports or not self.continue_on_error):
             ts = col["ts"][i]
             headers = error_headers(
                 e,
@@ -201,7 +205,7 @@ class TableOpStage:
                 "'processing.exception.handler'='log_and_continue' to skip such changes "
                 "(they are counted as dropped 'processing')."
             ) from e
-        if self.reports:
+        if reports:
             log.warning(
                 "Skipping %s: user code raised %s: %s in operator %r (%s) "
                 "(processing.exception.handler=log_and_continue)",

@@ -448,6 +448,7 @@ class WindowKernel:
                         w[2] = True
                         key = self.window_key(gk, start, end)
                         prev = w[3] if len(w) > 3 else None  # see WindowAggregateSpec.with_old
+                        del w[3:]  # no longer needed once the final result is out
                         out = Out(key, pickle.dumps(w[0], protocol=5), prev, w[1])
                         finals.append((end, key, out))
                     elif key_next is None or close < key_next:
@@ -487,8 +488,14 @@ class WindowKernel:
         max_records = _per_page(spec.buffer_max_records)
         max_bytes = _per_page(spec.buffer_max_bytes)
         pending = [(gk, w) for gk, windows in entries.items() for w in windows.values() if not w[2]]
-        n_bytes = (
-            sum(len(gk) + 16 + len(pickle.dumps(w[0], protocol=5)) for gk, w in pending)
+        n_bytes = (  # with old values, as Kafka Streams' buffer counts a change's old value
+            sum(
+                len(gk)
+                + 16
+                + len(pickle.dumps(w[0], protocol=5))
+                + (len(w[3] or b"") if len(w) > 3 else 0)
+                for gk, w in pending
+            )
             if max_bytes is not None
             else 0
         )
