@@ -144,6 +144,34 @@ class DeadLetter:
     timestamp: int | None
     headers: list[tuple[str, bytes | None]]
 
+    @classmethod
+    def of(
+        cls,
+        e: BaseException,
+        *,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: Any,
+        topic: str | None,
+        partition: int | None,
+        offset: int | None,
+        operator: str,
+        reason: str,
+    ) -> DeadLetter:
+        """The dead letter of a record (or change) on which ``e`` was raised: its bytes, its
+        timestamp (``None`` unless a valid one, an int >= 0) and :func:`error_headers`.
+
+        >>> d = DeadLetter.of(ValueError("x"), key=b"k", value=None, timestamp=-1, topic="t",
+        ...                   partition=0, offset=3, operator="op", reason=PROCESSING)
+        >>> d.key, d.value, d.timestamp, dict(d.headers)[HEADER_OFFSET]
+        (b'k', None, None, b'3')
+        """
+        valid = isinstance(timestamp, int) and timestamp >= 0
+        headers = error_headers(
+            e, topic=topic, partition=partition, offset=offset, operator=operator, reason=reason
+        )
+        return cls(key, value, timestamp if valid else None, headers)
+
 
 @dataclass(frozen=True)
 class DeadLetterSpec:

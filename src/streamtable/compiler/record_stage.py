@@ -25,7 +25,6 @@ from streamtable.compiler.dead_letters import (
     DeadLetter,
     DeadLetterSpec,
     DeadLetterWriter,
-    error_headers,
 )
 from streamtable.dsl.timestamps import (
     MAX_TIMESTAMP,
@@ -418,19 +417,16 @@ class RecordStage:
         """The dead letter of input record ``i``: its bytes when they are a user serde's (the
         source record's own bytes in a source stage), else null key and value.
         """
-        ts = cols.ts[i]
-        return DeadLetter(
+        return DeadLetter.of(
+            e,
             key=cols.raw_k[i] if self.in_key.serde() is not None else None,
             value=cols.raw_v[i] if self.in_value.serde() is not None else None,
-            timestamp=ts if isinstance(ts, int) and ts >= 0 else None,
-            headers=error_headers(
-                e,
-                topic=cols.topic[i],
-                partition=cols.part[i],
-                offset=cols.off[i],
-                operator=operator,
-                reason=reason,
-            ),
+            timestamp=cols.ts[i],
+            topic=cols.topic[i],
+            partition=cols.part[i],
+            offset=cols.off[i],
+            operator=operator,
+            reason=reason,
         )
 
     def _fail_on_an_earlier_value(

@@ -138,7 +138,7 @@ def lower_table_op_over_aggregate(
     if cfg.dead_letter_queue_topic is not None:
         letters = dead_letter_spec(ctx, cfg.dead_letter_queue_topic, node.name, False)
     changes = _table_op_changes(
-        lowerer, node, continue_on_error, base, dead_letters=letters, unreported=unreported
+        lowerer, chain, continue_on_error, base, dead_letters=letters, unreported=unreported
     )
     df = changes.df
     if continue_on_error:
@@ -162,21 +162,20 @@ def _chain(lowerer: Lowerer, node: TableOpNode) -> list[TableOpNode]:
 
 def _table_op_changes(
     lowerer: Lowerer,
-    node: TableOpNode,
+    chain: list[TableOpNode],
     continue_on_error: bool,
     base: Frame | None = None,
     *,
     dead_letters: DeadLetterSpec | None = None,
     unreported: frozenset[str] | None = None,
 ) -> Frame:
-    """The changes of the chain of ``filter``/``map_values`` ending at ``node``, over the
-    changes ``base`` of the chain's parent (by default :func:`lower_table_changes`).
+    """The changes of ``chain`` (see :func:`_chain`), over the changes ``base`` of the
+    chain's parent (by default :func:`lower_table_changes`).
     ``unreported`` (the chain's operators another query reports) set: the changes are read
     as upserts and ``processing.exception.handler`` covers the chain (see
     :class:`TableOpStage`); unset: they feed an aggregation, and an error always stops the
     application.
     """
-    chain = _chain(lowerer, node)
     if base is None:
         base = lower_table_changes(lowerer, chain[0].parents[0])
     stage = TableOpStage(
@@ -212,7 +211,7 @@ def lower_table_changes(lowerer: Lowerer, name: str) -> Frame:
         return lower_table_changes(lowerer, node.parents[0])
     if isinstance(node, TableOpNode) and node.kind is not TableOpKind.GROUP_BY:
         # feeding an aggregation: a skipped change would leave its old value in a group
-        return _table_op_changes(lowerer, node, continue_on_error=False)
+        return _table_op_changes(lowerer, _chain(lowerer, node), continue_on_error=False)
     if isinstance(node, TableAggregateNode):
         return _table_aggregate_changes(lowerer, node)
     upserts = lowerer.lower(name)

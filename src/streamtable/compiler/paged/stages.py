@@ -18,7 +18,6 @@ from streamtable.compiler.dead_letters import (
     DeadLetter,
     DeadLetterSpec,
     DeadLetterWriter,
-    error_headers,
 )
 from streamtable.compiler.paged.records import frame_schema
 from streamtable.compiler.paged.table_kernels import ADD, SUBTRACT
@@ -124,10 +123,11 @@ class TableOpStage:
         letters: list[DeadLetter] = []
         try:
             for batch in batches:
-                yield self._batch(batch, letters)
-                if writer is not None and letters:
+                out = self._batch(batch, letters)
+                if writer is not None and letters:  # before the batch goes on, as RecordStage
                     writer.write(letters)
                     letters.clear()
+                yield out
         except BaseException:
             if writer is not None:
                 try:
@@ -184,18 +184,18 @@ class TableOpStage:
             raise _error(e, failed.node, failed.role, col, i) from e
         reports = failed.node not in self.unreported
         if self.dead_letters is not None and (reports or not self.continue_on_error):
-            ts = col["ts"][i]
-            headers = error_headers(
+            letter = DeadLetter.of(
                 e,
+                key=col["key"][i] if self.key_codec.serde() is not None else None,
+                value=None,
+                timestamp=col["ts"][i],
                 topic=col["topic"][i],
                 partition=col["partition"][i],
                 offset=col["offset"][i],
                 operator=failed.node,
                 reason=PROCESSING,
             )
-            key = col["key"][i] if self.key_codec.serde() is not None else None
-            ts = ts if isinstance(ts, int) and ts >= 0 else None
-            letters.append(DeadLetter(key, None, ts, headers))
+            letters.append(letter)
         where = _where(col, i)
         if not self.continue_on_error:
             raise StreamsError(
