@@ -120,6 +120,11 @@ CASES: dict[str, tuple[str, dict[str, str], Callable[[], Topology]]] = {
         {"input": "events", "output": "out"},
         lambda: twins.count_filter("events", "out"),
     ),
+    "count-suppress-filter": (
+        "count-filter",
+        {"input": "events", "output": "out", "suppress_ms": "100"},
+        lambda: twins.count_filter("events", "out", suppress_ms=100),
+    ),
     "windowed-count-filter": (
         "windowed-count-filter",
         {"input": "in", "output": "out", **WINDOW_PARAMS},
@@ -129,6 +134,11 @@ CASES: dict[str, tuple[str, dict[str, str], Callable[[], Topology]]] = {
         "windowed-count-filter",
         {"input": "in", "output": "out", **WINDOW_PARAMS, "suppress": "true"},
         lambda: twins.windowed_count_filter("in", "out", **WINDOW, suppress=True),
+    ),
+    "windowed-count-limit-filter": (
+        "windowed-count-filter",
+        {"input": "in", "output": "out", **WINDOW_PARAMS, "suppress_ms": "100"},
+        lambda: twins.windowed_count_filter("in", "out", **WINDOW, suppress_ms=100),
     ),
     "session-count-filter": (
         "session-count-filter",

@@ -96,6 +96,40 @@ def events_input(topic):
     return [r(topic, u, "x", (i * 37) % 11 * 100) for i, u in enumerate(users)]
 
 
+def limited_input(topic):
+    """Events of eight users, timestamps mostly rising, for counts held back 100 ms
+    (``until_time_limit``): updates of a key replace each other while held; a key let go at 1
+    (never passes), at 4 after 3 (a tombstone, also for a key whose only earlier output failed),
+    at 5 after 4, at 2 after 1; a null key.
+    """
+    ev = [
+        ("a", 0),
+        ("y", 5),  # let go at 1 with no old value: nothing
+        ("b", 10),
+        ("c", 20),
+        ("a", 30),
+        ("b", 40),
+        ("b", 50),
+        ("x", 100),  # lets a go: 2 (old 1)
+        ("c", 105),  # lets y go
+        ("b", 115),  # b is 4 (old 3) when let go: a tombstone
+        ("c", 118),
+        ("c", 125),  # c is 4 (old 3) when let go: a tombstone, though c's 1 was never written
+        ("a", 130),
+        ("d", 135),
+        ("a", 140),
+        (None, 150),
+        ("a", 160),
+        ("x", 210),  # lets x go: 2 (old 1)
+        ("d", 232),  # lets a go: 5 (old 4)
+        ("e", 236),  # lets d go: 2 (old 1)
+        ("b", 300),
+        ("e", 310),
+        ("f", 500),  # lets e and b go: 2 (old 1), 5 (old 4)
+    ]
+    return [r(topic, user, "x", ts) for user, ts in ev]
+
+
 def windowed_final_input(topic):
     """Events of four users in 500 ms windows (grace 100 ms) whose final counts are 1 (never
     passes), 2, 3, 4 (passed at 3: a tombstone) and 5; a record late within grace, one past
@@ -205,6 +239,13 @@ CASES = {
         lambda: events_input("ev"),
         lambda: twins.count_filter("ev", "out"),
     ),
+    # the counts held back 100 ms (until_time_limit) filtered as a table: an update let go
+    # that fails sends a tombstone when the old value of the key's last held change passed
+    "count-suppress-filter": (
+        {"input": "ev", "suppress_ms": "100"},
+        lambda: limited_input("ev"),
+        lambda: twins.count_filter("ev", "out", suppress_ms=100),
+    ),
     # counts per user in 500 ms windows (grace 1000 ms: nothing late) filtered as a table
     "windowed-count-filter": (
         {"input": "ev", "size_ms": "500", "grace_ms": "1000"},
@@ -218,6 +259,14 @@ CASES = {
         {"input": "ev", "size_ms": "500", "grace_ms": "100", "suppress": "true"},
         lambda: windowed_final_input("ev"),
         lambda: twins.windowed_count_filter("ev", "out", size_ms=500, grace_ms=100, suppress=True),
+    ),
+    # the same counts held back 100 ms (until_time_limit) instead, filtered as a table
+    "windowed-count-limit-filter": (
+        {"input": "ev", "size_ms": "500", "grace_ms": "100", "suppress_ms": "100"},
+        lambda: windowed_final_input("ev"),
+        lambda: twins.windowed_count_filter(
+            "ev", "out", size_ms=500, grace_ms=100, suppress_ms=100
+        ),
     ),
     # counts per user and session (gap 200 ms: merges of two and three sessions, a session
     # whose record falls inside it) filtered as a table; nothing late
@@ -250,6 +299,8 @@ CASES = {
 REFERENCE = {
     "wordcount-columns": "wordcount",
     "windowed-count-suppress-filter": "windowed-count-filter",
+    "count-suppress-filter": "count-filter",
+    "windowed-count-limit-filter": "windowed-count-filter",
 }
 
 

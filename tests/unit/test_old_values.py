@@ -32,7 +32,9 @@ from streamtable.topology.old_values import filtered_stream_aggregate, table_fil
 def _kinds_of(topology) -> dict[str, str]:
     """The fingerprint's state form of each stream aggregation, by store."""
     stateful = topology.fingerprint()["stateful"]
-    return {e["store"]: e["kind"] for e in stateful if isinstance(e.get("store"), str)}
+    return {
+        e["store"]: e["kind"] for e in stateful if isinstance(e.get("store"), str) and "kind" in e
+    }
 
 
 def test_a_filter_through_map_values_makes_a_count_a_python_fold_in_the_fingerprint():
@@ -115,6 +117,34 @@ def test_a_filter_reads_old_values_through_the_final_results_of_time_windows_onl
     assert graph.by_name[suppress.parents[0]].store_name == "h"
 
 
+def test_a_filter_reads_old_values_through_a_time_limited_suppression_of_an_aggregation():
+    # suppress(until_time_limit) forwards the old value of a key's last held change when its
+    # parent is an aggregation (Kafka Streams asks the aggregation for old values through the
+    # suppression); after a filter of the aggregation it has none to forward
+    b = StreamsBuilder()
+    grouped = b.stream("in").group_by_key(value_serde=Serdes.long())
+    limit = Suppressed.until_time_limit(timedelta(seconds=1))
+    grouped.count(name="limited").suppress(limit).filter(lambda k, n: n < 3).to_stream().to("a")
+    grouped.count(name="kept").suppress(limit).to_stream().to("b")
+    windows = grouped.windowed_by(TimeWindows.of_size_with_no_grace(timedelta(hours=1)))
+    windows.count(name="h").suppress(limit).map_values(str).filter_not(
+        lambda k, s: s == "1"
+    ).to_stream().to("c")
+    twice = grouped.reduce(Reducers.sum(), name="twice").filter(lambda k, n: n > 0)
+    twice.suppress(limit).filter(lambda k, n: n < 9).to_stream().to("d")
+    graph = b.build().graph
+    found = {}
+    for op in graph.of_type(TableOpNode):
+        node = filtered_stream_aggregate(graph.by_name, op)
+        if node is not None:
+            agg = node if isinstance(node, AggregateNode) else graph.by_name[node.parents[0]]
+            found.setdefault(type(node).__name__, set()).add(agg.store_name)
+    assert found == {"SuppressNode": {"limited", "h"}, "AggregateNode": {"twice"}}
+    kinds = _kinds_of(b.build())
+    assert kinds["limited"] == "python"  # its old values come from a Python fold
+    assert kinds["kept"] == "count"
+
+
 def test_adding_a_filter_after_a_count_is_refused_naming_the_filter(tmp_path):
     def topology(filtered):
         b = StreamsBuilder()
@@ -129,7 +159,7 @@ def test_adding_a_filter_after_a_count_is_refused_naming_the_filter(tmp_path):
     assert (
         "aggregation 'cnt' now runs as a Python fold (was Spark's aggregation (count)): an "
         "unwindowed count or built-in reducer runs as Spark's aggregation unless a KTable.filter "
-        "reads its table"
+        "reads its table (directly or after suppress(until_time_limit)"
     ) in str(err.value)
     assert "streamtable reset --application-id app" in str(err.value)
 
@@ -206,3 +236,48 @@ def test_a_final_result_carries_the_windows_aggregate_from_before_its_last_chang
     assert [(o.key, o.value, o.old) for o in plain.outs] == [
         (o.key, o.value, None) for o in run.outs
     ]
+
+
+def test_an_update_let_go_by_a_time_limit_carries_the_old_value_of_its_last_held_change():
+    # Kafka Streams' InMemoryTimeOrderedKeyValueChangeBuffer keeps a key's last change (new
+    # and old value) and evicts Change(new, old): not the value the key had when first held
+    from streamtable.compiler.paged.suppress_kernels import TimeLimitSuppressKernel
+    from streamtable.topology.nodes import SuppressSpec
+
+    kernel = TimeLimitSuppressKernel("sup", SuppressSpec(False, 10), with_old=True)
+
+    def change(ts, new, old):
+        return Rec(ts, "", -1, 0, 0, 0, b"k", new, old, ts)
+
+    meta: dict = {}
+    entry, _ = kernel.process(b"k", [change(5, b"2", b"1"), change(6, b"3", b"2")], None, meta)
+    entry, _ = kernel.process(b"k", [change(8, b"4", b"3")], entry, meta)  # a later batch
+    assert kernel.after_batch({b"k": entry}, meta, 14) == []  # 14 < 5 + 10: still held
+    entries = {b"k": entry}
+    assert [(o.value, o.old, o.ts) for o in kernel.after_batch(entries, meta, 15)] == [
+        (b"4", b"3", 8)
+    ]
+    # held again: the first change of the new hold brings its own old value
+    entry, _ = kernel.process(b"k", [change(20, b"5", b"4")], None, meta)
+    assert [(o.value, o.old) for o in kernel.after_batch({b"k": entry}, meta, 30)] == [(b"5", b"4")]
+    # an entry held by a version without old values (three items) takes the next change's
+    entry, _ = kernel.process(b"k", [change(40, b"7", b"6")], [31, b"6", 31], meta)
+    assert entry == [31, b"7", 40, b"6"]
+    entry, _ = kernel.process(b"m", [], [32, b"1", 32], meta)
+    assert [o.old for o in kernel.after_batch({b"m": entry}, {"next_close": 32}, 99)] == [None]
+
+
+def test_a_bounded_time_limited_buffer_counts_the_old_values_it_holds():
+    # Kafka Streams' buffer counts a held change's old value in its size
+    from streamtable.compiler.pack_stage import STATE_PAGES
+    from streamtable.compiler.paged.suppress_kernels import TimeLimitSuppressKernel
+    from streamtable.topology.nodes import SuppressSpec
+
+    # per page: 1 + 2 + 8 bytes for one key's value; its 4-byte old value goes over
+    spec = SuppressSpec(False, 1_000, None, 11 * STATE_PAGES, True)
+    for with_old, early in ((False, []), (True, [(b"k", b"vv", b"oldv")])):
+        kernel = TimeLimitSuppressKernel("sup", spec, with_old=with_old)
+        meta: dict = {}
+        entry, _ = kernel.process(b"k", [Rec(5, "", -1, 0, 0, 0, b"k", b"vv", b"oldv")], None, meta)
+        outs = kernel.after_batch({b"k": entry}, meta, 6)
+        assert [(o.key, o.value, o.old) for o in outs] == early

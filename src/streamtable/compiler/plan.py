@@ -299,6 +299,9 @@ class Lowerer:
             # validated at build time: the parent is a windowed aggregation
             assert isinstance(parent, AggregateNode)
             return self._aggregate(parent, emit_final=spec, with_old=with_old)
+        if with_old:  # the updates of a stream aggregation, with their old aggregates
+            assert isinstance(parent, AggregateNode)
+            return lower_suppress(self.ctx, node, self._aggregate(parent, with_old=True), True)
         return lower_suppress(self.ctx, node, self.lower(parent.name))
 
     def sink(self, node: SinkNode) -> QueryPlan:

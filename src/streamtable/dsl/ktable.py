@@ -103,7 +103,10 @@ class KTable:
         time-windowed aggregation (``suppress(Suppressed.until_window_closes())``) the old
         value is the window's aggregate before the last micro-batch that changed it, as Kafka
         Streams' suppression buffer forwards it: a failing final result sends a tombstone only
-        when that value passed. Elsewhere every failing update gives a tombstone, also for a
+        when that value passed. After ``suppress(Suppressed.until_time_limit(...))`` of a
+        stream aggregation the old value is that of the key's last held update (Kafka
+        Streams' suppression buffer keeps a key's last change), not the last value emitted.
+        Elsewhere every failing update gives a tombstone, also for a
         row that never passed: Kafka Streams sends none for such a row where its filter gets
         old values (a table-table or foreign-key join, another suppression, or a named table),
         so a consumer of those must accept ``None``. Old

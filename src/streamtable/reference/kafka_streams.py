@@ -105,8 +105,8 @@ TOPOLOGIES: dict[str, tuple[str, ...]] = {
     # chains of several sub-topologies (repartition topics between them)
     "join-rekey-reduce": ("stream", "table", "output", "history_ms"),
     "count-histogram": ("input", "output"),
-    "count-filter": ("input", "output"),
-    "windowed-count-filter": ("input", "output", "size_ms", "grace_ms", "suppress"),
+    "count-filter": ("input", "output", "suppress_ms"),
+    "windowed-count-filter": ("input", "output", "size_ms", "grace_ms", "suppress", "suppress_ms"),
     "session-count-filter": ("input", "output", "gap_ms", "grace_ms"),
     "sliding-count-filter": ("input", "output", "difference_ms", "grace_ms"),
     "table-join-regroup": ("left", "right", "output"),

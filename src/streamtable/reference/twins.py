@@ -630,20 +630,37 @@ def _passes_count_filter(_user: str, n: int) -> bool:
     return n >= 2 and n != 4
 
 
-def count_filter(input: str, output: str) -> Topology:  # noqa: A002 - the Java param
+def count_filter(
+    input: str,  # noqa: A002 - the Java param
+    output: str,
+    *,
+    suppress_ms: int | None = None,
+) -> Topology:
     """Twin of ``count-filter``: events per user (``user-counts``) filtered as a table, so a
-    count that never passed sends nothing and one that stops passing a tombstone.
+    count that never passed sends nothing and one that stops passing a tombstone. With
+    ``suppress_ms`` the filter reads the counts held back by ``until_time_limit``.
     """
     b = StreamsBuilder()
+    counts = b.stream(input, key_serde=_S, value_serde=_S).group_by_key().count(name="user-counts")
     (
-        b.stream(input, key_serde=_S, value_serde=_S)
-        .group_by_key()
-        .count(name="user-counts")
+        _limited(counts, suppress_ms)
         .filter(_passes_count_filter)
         .to_stream()
         .to(output, key_serde=_S, value_serde=Serdes.long())
     )
     return b.build()
+
+
+def _limited(table: Any, suppress_ms: int | None) -> Any:
+    """Java's ``limited``: ``table`` held back by ``untilTimeLimit(suppress_ms, unbounded())``
+    when given.
+    """
+    if suppress_ms is None:
+        return table
+    from streamtable import BufferConfig, Suppressed
+
+    limit = timedelta(milliseconds=suppress_ms)
+    return table.suppress(Suppressed.until_time_limit(limit, BufferConfig.unbounded()))
 
 
 def _user_at_start(wk: Any, n: int | None) -> tuple[str, int | None]:
@@ -657,14 +674,21 @@ def windowed_count_filter(
     size_ms: int,
     grace_ms: int,
     suppress: bool = False,
+    suppress_ms: int | None = None,
 ) -> Topology:
     """Twin of ``windowed-count-filter``: events per user and time window (``count-store``)
-    filtered as a table (with ``suppress``, its final results), written keyed
-    ``"user@start"``.
+    filtered as a table (with ``suppress``, its final results; with ``suppress_ms``, its
+    updates held back by ``until_time_limit``), written keyed ``"user@start"``.
     """
     windows = _windows(size_ms, grace_ms)
     return _filtered_window_counts(
-        input, output, windows, "count-store", _user_at_start, suppress=suppress
+        input,
+        output,
+        windows,
+        "count-store",
+        _user_at_start,
+        suppress=suppress,
+        suppress_ms=suppress_ms,
     )
 
 
@@ -710,10 +734,11 @@ def _filtered_window_counts(
     key_of: Any,
     *,
     suppress: bool = False,
+    suppress_ms: int | None = None,
 ) -> Topology:
-    """Events per user in ``windows`` (store ``store``; with ``suppress``, its final results),
-    filtered as a table (counts 2, 3 and from 5 pass), written keyed ``key_of(windowed key,
-    count)``.
+    """Events per user in ``windows`` (store ``store``; with ``suppress``, its final results;
+    with ``suppress_ms``, held back by ``until_time_limit``), filtered as a table (counts 2, 3
+    and from 5 pass), written keyed ``key_of(windowed key, count)``.
     """
     from streamtable import BufferConfig, Suppressed
 
@@ -723,7 +748,8 @@ def _filtered_window_counts(
     if suppress:
         table = table.suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
     (
-        table.filter(_passes_count_filter)
+        _limited(table, suppress_ms)
+        .filter(_passes_count_filter)
         .to_stream()
         .map(key_of)
         .to(output, key_serde=_S, value_serde=Serdes.long())

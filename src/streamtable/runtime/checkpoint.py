@@ -117,9 +117,10 @@ def _state_form_hints(stored: object, current: list[dict[str, object]]) -> list[
             hints.append(
                 f"aggregation {store!r} now runs as {_state_form(kind)} (was "
                 f"{_state_form(was[store])}): an unwindowed count or built-in reducer runs as "
-                "Spark's aggregation unless a KTable.filter reads its table (the filter needs old "
-                "aggregates), so adding or removing such a filter, or switching between a "
-                "Python and a built-in reducer, changes its state"
+                "Spark's aggregation unless a KTable.filter reads its table (directly or after "
+                "suppress(until_time_limit); the filter needs old aggregates), so adding or "
+                "removing such a filter, or switching between a Python and a built-in reducer, "
+                "changes its state"
             )
     return hints
 

@@ -12,6 +12,10 @@ says so. Windowed aggregations always run in Python kernels: old values change n
 there. The final results of a time-windowed aggregation (``suppress(until_window_closes)``)
 carry old values too: each window's aggregate before the last micro-batch that changed it, as
 Kafka Streams' suppression buffer forwards the old value of a window's last buffered change.
+So do the updates a ``suppress(until_time_limit)`` holds back after a stream aggregation: each
+emitted update carries the old aggregate of the key's last buffered change
+(``InMemoryTimeOrderedKeyValueChangeBuffer``, whose ``KTableSuppressProcessorSupplier`` asks
+the aggregation for old values when a filter asks it).
 """
 
 from __future__ import annotations
@@ -31,9 +35,9 @@ from streamtable.topology.nodes import (
 def filtered_stream_aggregate(
     nodes: dict[str, Node], node: TableOpNode
 ) -> AggregateNode | SuppressNode | None:
-    """The aggregation, or the final-results suppression of a time-windowed aggregation,
-    under the chain of ``filter``/``map_values`` that ends at ``node``, when the chain holds a
-    ``filter`` and that parent sends old values; else ``None``.
+    """The aggregation, or the suppression of an aggregation (the final results of time
+    windows, or ``until_time_limit``), under the chain of ``filter``/``map_values`` that ends at
+    ``node``, when the chain holds a ``filter`` and that parent sends old values; else ``None``.
     """
     has_filter = False
     parent: Node = node
@@ -45,31 +49,43 @@ def filtered_stream_aggregate(
     if _sends_old_values(parent):
         assert isinstance(parent, AggregateNode)
         return parent
-    if isinstance(parent, SuppressNode) and _final_results_send_old_values(nodes, parent):
+    if isinstance(parent, SuppressNode) and _suppression_sends_old_values(nodes, parent):
         return parent
     return None
 
 
-def _final_results_send_old_values(nodes: dict[str, Node], node: SuppressNode) -> bool:
-    """Whether ``node`` is ``suppress(until_window_closes)`` of a time-windowed aggregation:
-    its final results carry old values (``WindowAggregateSpec.with_old``). Kafka Streams'
-    suppression forwards the old value of a window's last buffered change; streamtable does
-    so for time windows, and a filter after the final results of session or sliding windows
-    gets none.
+def _suppression_sends_old_values(nodes: dict[str, Node], node: SuppressNode) -> bool:
+    """Whether ``node`` suppresses a stream aggregation's updates with old values: either
+    ``until_time_limit`` (any aggregation, see :func:`_holds_back_updates`) or
+    ``until_window_closes`` of a time-windowed aggregation (``WindowAggregateSpec.with_old``).
+    Kafka Streams' suppression forwards the old value of a key's last buffered change;
+    streamtable does so for those two, and a filter after the final results of session or
+    sliding windows gets none.
     """
-    if node.suppress is None or not node.suppress.until_window_closes:
-        return False
     parent = nodes[node.parents[0]]
+    if _holds_back_updates(node):
+        return _sends_old_values(parent)
     return (
-        isinstance(parent, AggregateNode)
+        node.suppress is not None
+        and isinstance(parent, AggregateNode)
         and parent.aggregation is not None
         and isinstance(parent.windows, TimeWindowSpec | CustomWindowSpec)
     )
 
 
+def _holds_back_updates(node: Node) -> bool:
+    """Whether ``node`` is a ``suppress(until_time_limit)``."""
+    return (
+        isinstance(node, SuppressNode)
+        and node.suppress is not None
+        and not node.suppress.until_window_closes
+    )
+
+
 def table_filtered(graph: GraphSnapshot, node: AggregateNode) -> bool:
-    """Whether a ``filter`` reads ``node``'s table through ``filter``/``map_values`` only, so
-    that ``node`` emits old aggregates (see the module doc).
+    """Whether a ``filter`` reads ``node``'s table through ``filter``/``map_values`` only
+    (after, at most, a ``suppress(until_time_limit)`` of the table itself), so that ``node``
+    emits old aggregates (see the module doc).
 
     >>> from streamtable import StreamsBuilder
     >>> b = StreamsBuilder()
@@ -82,6 +98,7 @@ def table_filtered(graph: GraphSnapshot, node: AggregateNode) -> bool:
     if not _sends_old_values(node):
         return False
     todo = list(graph.children[node.name])
+    todo += [c for s in todo if _holds_back_updates(graph.by_name[s]) for c in graph.children[s]]
     while todo:
         child = graph.by_name[todo.pop()]
         if not isinstance(child, TableOpNode) or child.kind is TableOpKind.GROUP_BY:

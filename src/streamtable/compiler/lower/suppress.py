@@ -12,15 +12,21 @@ from streamtable.compiler.paged.suppress_kernels import TimeLimitSuppressKernel
 from streamtable.topology.nodes import SuppressNode
 
 
-def lower_suppress(ctx: CompileContext, node: SuppressNode, parent: Frame) -> Frame:
+def lower_suppress(
+    ctx: CompileContext, node: SuppressNode, parent: Frame, with_old: bool = False
+) -> Frame:
     """Hold back the updates of the table ``parent`` (see :mod:`..paged.suppress_kernels`).
 
     Output: the table's updates, at most one per key per micro-batch, each emitted once stream
-    time has passed the first held update's timestamp + the time limit.
+    time has passed the first held update's timestamp + the time limit. With ``with_old``
+    (``parent`` carries a column ``old``, in its value codec), the output keeps a column
+    ``old``: the old value of the key's last held update, for a table filter after it.
     """
     assert node.suppress is not None
     if parent.value_codec.native_long:  # a native bigint column; the buffer holds bytes
+        assert not with_old, f"{node.name}: old values come from a Python fold"
         parent = convert(ctx, parent, None, PickleCodec())
-    kernel = TimeLimitSuppressKernel(node.name, node.suppress)
+    kernel = TimeLimitSuppressKernel(node.name, node.suppress, with_old=with_old)
     out = run_paged(ctx, [parent], kernel, single_stream_time=True)
-    return parent.with_(df=frame_columns_only(out), stateful=True, pending_source=None)
+    df = out if with_old else frame_columns_only(out)
+    return parent.with_(df=df, stateful=True, pending_source=None)

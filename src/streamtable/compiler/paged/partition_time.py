@@ -105,6 +105,7 @@ class PartitionTimePack:
         names = batch.schema.names
         col = {n: batch.column(i).to_pylist() for i, n in enumerate(names)}
         keys, values, tss, seqs = col["key"], col["value"], col["ts"], col["seq"]
+        olds = col.get("old") or [None] * batch.num_rows  # a table's changes: old values
         single = self.single
         if not single:
             topics, parts, offsets = col["topic"], col["partition"], col["offset"]
@@ -124,7 +125,7 @@ class PartitionTimePack:
                     chunk[1] = offset
                 if ts > chunk[2]:
                     chunk[2] = ts
-            rec = Rec(ts, topic, part, offset, seqs[i] or 0, 0, k, values[i], None, chunk[2])
+            rec = Rec(ts, topic, part, offset, seqs[i] or 0, 0, k, values[i], olds[i], chunk[2])
             page = 0 if k is None else page_of(k)
             pages.setdefault(page, {}).setdefault(k, []).append(rec)
         return pa.RecordBatch.from_arrays(

@@ -14,7 +14,11 @@ evaluated once per micro-batch, after the batch's updates, so updates of one mic
 coalesce as in Kafka Streams' record cache. ``until_window_closes`` is not here: it is fused
 into the window kernels.
 
-Entry per key: ``[buffer time, value bytes or None, ts]``.
+Entry per key: ``[buffer time, value bytes or None, ts]``, and with ``with_old`` a fourth item:
+the old value of the key's last held update (Kafka Streams' buffer keeps each key's last
+change, ``BufferValue.oldValue``, and evicts ``Change(newValue, oldValue)``), emitted as
+``Out.old`` for a table filter after the suppression (:mod:`streamtable.topology.old_values`).
+An entry written without it (by a version before old values, or for no filter) has none.
 """
 
 from __future__ import annotations
@@ -44,10 +48,19 @@ class TimeLimitSuppressKernel:
     >>> entries = {b"k": entry}
     >>> [(o.key, o.value, o.ts) for o in k.after_batch(entries, meta, 15)], entries
     ([(b'k', b'b', 7)], {})
+
+    With ``with_old``, the held update's old value is that of the key's last change:
+
+    >>> k = TimeLimitSuppressKernel("sup", SuppressSpec(False, time_limit_ms=10), with_old=True)
+    >>> change = lambda ts, new, old: Rec(ts, "", -1, 0, 0, 0, b"k", new, old)
+    >>> entry, _ = k.process(b"k", [change(5, b"2", b"1"), change(7, b"3", b"2")], None, {})
+    >>> [(o.value, o.old) for o in k.after_batch({b"k": entry}, {"next_close": 5}, 15)]
+    [(b'3', b'2')]
     """
 
     node_name: str
     spec: SuppressSpec
+    with_old: bool = False
     drops: dict[str, int] = field(default_factory=dict)
     late: list[Any] = field(default_factory=list)
 
@@ -58,14 +71,23 @@ class TimeLimitSuppressKernel:
         self, gk: bytes, records: list[Rec], entry: Any, meta: dict[str, Any]
     ) -> tuple[Any, list[Out]]:
         """Buffer one key's updates of this micro-batch."""
+        with_old = self.with_old
         for rec in records:
             if entry is None:
-                entry = [rec.ts, rec.value, rec.ts]
+                entry = (
+                    [rec.ts, rec.value, rec.ts, rec.old]
+                    if with_old
+                    else [rec.ts, rec.value, rec.ts]
+                )
                 nxt = meta.get("next_close")
                 if nxt is None or rec.ts < nxt:
                     meta["next_close"] = rec.ts
             else:
                 entry[1], entry[2] = rec.value, rec.ts
+                if with_old:
+                    if len(entry) < 4:  # held by a version that kept no old values
+                        entry.append(None)
+                    entry[3] = rec.old
         return entry, []
 
     def _bound(self, total: int | None) -> int | None:
@@ -97,8 +119,8 @@ class TimeLimitSuppressKernel:
     def _enforce(
         self, entries: dict[bytes, Any], max_records: int | None, max_bytes: int | None
     ) -> list[Out]:
-        def size() -> int:
-            return sum(len(g) + len(e[1] or b"") + 8 for g, e in entries.items())
+        def size() -> int:  # a held old value counts, as in Kafka Streams' buffer
+            return sum(len(g) + len(e[1] or b"") + _old_size(e) + 8 for g, e in entries.items())
 
         def over() -> bool:
             return (max_records is not None and len(entries) > max_records) or (
@@ -124,4 +146,8 @@ class TimeLimitSuppressKernel:
 
     @staticmethod
     def _emit(gk: bytes, entry: list[Any]) -> Out:
-        return Out(gk, entry[1], None, entry[2])
+        return Out(gk, entry[1], entry[3] if len(entry) > 3 else None, entry[2])
+
+
+def _old_size(entry: list[Any]) -> int:
+    return len(entry[3] or b"") if len(entry) > 3 else 0

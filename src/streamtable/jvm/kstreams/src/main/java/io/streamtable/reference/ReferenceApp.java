@@ -494,31 +494,52 @@ public final class ReferenceApp {
 
     /**
      * Events per user, filtered as a table (counts 2, 3 and from 5 pass; 4 stops passing):
-     * KTableFilter gets the materialized count's old values.
+     * KTableFilter gets the materialized count's old values. With suppress_ms the filter reads
+     * the counts held back by untilTimeLimit(suppress_ms), whose old value is that of each
+     * key's last buffered change.
      */
     static void countFilter(StreamsBuilder b, Map<String, String> p) {
-        b.stream(required(p, "input"), Consumed.with(STR, STR))
-                .groupByKey(Grouped.with(STR, STR))
-                .count(Materialized.as("user-counts"))
+        limited(
+                        b.stream(required(p, "input"), Consumed.with(STR, STR))
+                                .groupByKey(Grouped.with(STR, STR))
+                                .count(Materialized.as("user-counts")),
+                        p)
                 .filter((user, n) -> n >= 2 && n != 4)
                 .toStream()
                 .to(required(p, "output"), Produced.with(STR, Serdes.Long()));
+    }
+
+    /** The table's updates held back by untilTimeLimit(suppress_ms, unbounded) when given. */
+    static <K, V> KTable<K, V> limited(KTable<K, V> table, Map<String, String> p) {
+        String limitMs = p.get("suppress_ms");
+        if (limitMs == null) {
+            return table;
+        }
+        return table.suppress(
+                Suppressed.untilTimeLimit(
+                        Duration.ofMillis(Long.parseLong(limitMs)),
+                        Suppressed.BufferConfig.unbounded()));
     }
 
     /**
      * Events per user and window, filtered as a table (counts 2, 3 and from 5 pass; 4 stops
      * passing), written as "user@start": KTableFilter gets the window store's old values. With
      * suppress=true the filter reads the final results (untilWindowCloses), whose old value is
-     * that of each window's last buffered change.
+     * that of each window's last buffered change; with suppress_ms, the updates held back by
+     * untilTimeLimit(suppress_ms).
      */
     static void windowedCountFilter(StreamsBuilder b, Map<String, String> p) {
         filteredWindowCounts(
-                suppressed(
-                        windowed(
-                                        b.stream(required(p, "input"), Consumed.with(STR, STR))
-                                                .groupByKey(),
-                                        p)
-                                .count(windowStore("count-store", p, Serdes.Long())),
+                limited(
+                        suppressed(
+                                windowed(
+                                                b.stream(
+                                                                required(p, "input"),
+                                                                Consumed.with(STR, STR))
+                                                        .groupByKey(),
+                                                p)
+                                        .count(windowStore("count-store", p, Serdes.Long())),
+                                p),
                         p),
                 false,
                 p);
