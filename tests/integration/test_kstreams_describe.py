@@ -150,6 +150,24 @@ CASES: dict[str, tuple[str, dict[str, str], Callable[[], Topology]]] = {
         {"input": "in", "output": "out", "difference_ms": "300", "grace_ms": "1000"},
         lambda: twins.sliding_count_filter("in", "out", difference_ms=300, grace_ms=1000),
     ),
+    "session-count-suppress-filter": (
+        "session-count-filter",
+        {"input": "in", "output": "out", "gap_ms": "200", "grace_ms": "0", "suppress": "true"},
+        lambda: twins.session_count_filter("in", "out", gap_ms=200, grace_ms=0, suppress=True),
+    ),
+    "sliding-count-suppress-filter": (
+        "sliding-count-filter",
+        {
+            "input": "in",
+            "output": "out",
+            "difference_ms": "300",
+            "grace_ms": "0",
+            "suppress": "true",
+        },
+        lambda: twins.sliding_count_filter(
+            "in", "out", difference_ms=300, grace_ms=0, suppress=True
+        ),
+    ),
     "table-join-regroup": (
         "table-join-regroup",
         {"left": "regions", "right": "scores", "output": "out"},

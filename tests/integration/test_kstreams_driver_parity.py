@@ -99,8 +99,8 @@ def events_input(topic):
 def limited_input(topic):
     """Events of eight users, timestamps mostly rising, for counts held back 100 ms
     (``until_time_limit``): updates of a key replace each other while held; a key let go at 1
-    (never passes), at 4 after 3 (a tombstone, also for a key whose only earlier output failed),
-    at 5 after 4, at 2 after 1; a null key.
+    (never passes), at 4 after 3 (a tombstone, also for a key none of whose counts was let go
+    before), at 5 after 4, at 2 after 1; a null key.
     """
     ev = [
         ("a", 0),
@@ -127,6 +127,19 @@ def limited_input(topic):
         ("e", 310),
         ("f", 500),  # lets e and b go: 2 (old 1), 5 (old 4)
     ]
+    return [r(topic, user, "x", ts) for user, ts in ev]
+
+
+def closing_sessions_input(topic):
+    """Events of seven users for sessions of gap 100 ms and sliding windows of 100 ms, no
+    grace, closed one by one: a record inside its session (same bounds: the session's old
+    value), sessions that only grow (new bounds: no old value), a lone record, and a last
+    record closing every earlier window.
+    """
+    ev = [("A", 0), ("B", 10), ("B", 20), ("B", 15), ("C", 30), ("D", 40), ("A", 50)]
+    ev += [("A", 100), ("A", 60), ("C", 130), ("E", 200), ("E", 210), ("E", 220), ("E", 230)]
+    ev += [("F", 300), ("F", 305), ("F", 302), ("F", 303), ("G", 400), ("G", 450), ("G", 420)]
+    ev += [("Z", 1_000)]
     return [r(topic, user, "x", ts) for user, ts in ev]
 
 
@@ -281,6 +294,22 @@ CASES = {
         lambda: events_input("ev"),
         lambda: twins.sliding_count_filter("ev", "out", difference_ms=300, grace_ms=1000),
     ),
+    # the final results of sessions (gap 100 ms, no grace) filtered as a table: a final
+    # count that fails sends a tombstone when the session's count before its last change
+    # (with the same bounds) passed
+    "session-count-suppress-filter": (
+        {"input": "ev", "gap_ms": "100", "grace_ms": "0", "suppress": "true"},
+        lambda: closing_sessions_input("ev"),
+        lambda: twins.session_count_filter("ev", "out", gap_ms=100, grace_ms=0, suppress=True),
+    ),
+    # the final results of sliding windows (100 ms, no grace) filtered as a table
+    "sliding-count-suppress-filter": (
+        {"input": "ev", "difference_ms": "100", "grace_ms": "0", "suppress": "true"},
+        lambda: closing_sessions_input("ev"),
+        lambda: twins.sliding_count_filter(
+            "ev", "out", difference_ms=100, grace_ms=0, suppress=True
+        ),
+    ),
     "three-level": (
         {"input": "ev"},
         lambda: events_input("ev"),
@@ -301,6 +330,8 @@ REFERENCE = {
     "windowed-count-suppress-filter": "windowed-count-filter",
     "count-suppress-filter": "count-filter",
     "windowed-count-limit-filter": "windowed-count-filter",
+    "session-count-suppress-filter": "session-count-filter",
+    "sliding-count-suppress-filter": "sliding-count-filter",
 }
 
 
@@ -334,11 +365,15 @@ def test_driver_output_equals_kafka_streams_driver_record_for_record(
     )
 
 
-#: Cases where one piped record emits results for several keys at once (two windows closing;
-#: a line of several words): Kafka Streams emits them in window-end then key order (words: in
+#: Cases where one piped record emits results for several keys at once (two windows closing,
+#: keys let go by a suppression; a line of several words): Kafka Streams emits them in window-end then key order (words: in
 #: line order), streamtable in the order of its state pages (docs/testing.md: "the updates of different keys from one piped record are not
 #: necessarily in processing order"). Each key's records are compared in order.
 PER_KEY_ORDER = {
+    "count-suppress-filter",
+    "session-count-suppress-filter",
+    "sliding-count-suppress-filter",
+    "windowed-count-limit-filter",
     "windowed-filter-join",
     "windowed-count-suppress-filter",
     "wordcount",

@@ -535,6 +535,50 @@ def test_each_output_carries_its_windows_aggregate_from_before_the_micro_batch(
     assert plain.state() == run.state()
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    window_specs(),
+    records_strategy,
+    st.sets(st.integers(1, 17)),
+    st.sampled_from(["count", "list", "prepending", "clearing"]),
+)
+def test_each_final_result_carries_the_old_value_of_its_windows_last_change(
+    spec, records, cuts, agg
+):
+    # Kafka Streams' suppression buffer keeps a window's last flushed change (new, old) and
+    # emits it when the window closes: a final result's old value is the window's aggregate
+    # before the last micro-batch that changed it, which is the old value the same window's
+    # last update has in emit-on-update mode, over the same micro-batches
+    windows, retention = spec
+    final = drive(
+        kernel_for(windows, agg, emit_final=True, retention_ms=retention, with_old=True),
+        records,
+        cuts,
+    )
+    updates = drive(kernel_for(windows, agg, retention_ms=retention, with_old=True), records, cuts)
+    for i, batch in enumerate(final.batches):
+        for o in batch:
+            window = final.window(o)
+            ups = [
+                u
+                for b in updates.batches[: i + 1]
+                for u in b
+                if updates.window(u) == window and u.value is not None
+            ]
+            if ups and ups[-1].value == o.value:
+                assert o.old == ups[-1].old, (window, ups)
+            else:  # released, then changed or merged away in the micro-batch of its release
+                earlier = [before[window] for before in final.befores[: i + 1] if window in before]
+                assert o.old is None or pickle.loads(o.old) in earlier, (window, earlier)
+    # the old values change nothing else, and an emitted window keeps none
+    plain = drive(kernel_for(windows, agg, emit_final=True, retention_ms=retention), records, cuts)
+    assert plain.outputs() == final.outputs()
+    assert plain.state() == final.state()
+    for windows_of_key in final.entries.values():
+        for w in windows_of_key.values():
+            assert len(w) == 3 or not w[2], w
+
+
 @pytest.mark.parametrize("kind", ["session", "sliding"])
 def test_a_window_deleted_re_created_and_deleted_again_in_one_batch_sends_its_tombstone(kind):
     # the window was in the store before the micro-batch: the cache's flush has an old value

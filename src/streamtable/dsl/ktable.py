@@ -100,15 +100,17 @@ class KTable:
         .count().filter(lambda k, n: n >= 3).to_stream()`` gives only the counts from 3 on.
         Such an unwindowed stream ``count`` or built-in reducer runs as a Python fold (Spark's
         aggregation does not give the value before a micro-batch). Over the final results of a
-        time-windowed aggregation (``suppress(Suppressed.until_window_closes())``) the old
-        value is the window's aggregate before the last micro-batch that changed it, as Kafka
-        Streams' suppression buffer forwards it: a failing final result sends a tombstone only
-        when that value passed. After ``suppress(Suppressed.until_time_limit(...))`` of a
-        stream aggregation the old value is that of the key's last held update (Kafka
-        Streams' suppression buffer keeps a key's last change), not the last value emitted.
+        windowed aggregation (``suppress(Suppressed.until_window_closes())``) the old value is
+        the window's aggregate before the last micro-batch that changed it (a session's: with
+        the same bounds), as Kafka Streams' suppression buffer forwards it: a failing final
+        result sends a tombstone only when that value passed. After
+        ``suppress(Suppressed.until_time_limit(...))`` of a stream aggregation the old value
+        is that of the key's last held update (Kafka Streams' suppression buffer keeps a key's
+        last change), not the last value emitted.
         Elsewhere every failing update gives a tombstone, also for a
         row that never passed: Kafka Streams sends none for such a row where its filter gets
-        old values (a table-table or foreign-key join, another suppression, or a named table),
+        old values (a table-table or foreign-key join, a suppression of anything but a stream
+        aggregation, or a table read from a topic),
         so a consumer of those must accept ``None``. Old
         values are those Kafka Streams' record cache forwards (the store's value before the
         commit, ``None`` for a new key or window); with ``Materialized.with_caching_disabled()``

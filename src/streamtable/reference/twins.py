@@ -696,16 +696,26 @@ def _user_at_session(wk: Any, n: int | None) -> tuple[str, int | None]:
     return f"{wk.key}@{wk.start}-{wk.end}", n
 
 
-def session_count_filter(input: str, output: str, *, gap_ms: int, grace_ms: int) -> Topology:  # noqa: A002
+def session_count_filter(
+    input: str,  # noqa: A002
+    output: str,
+    *,
+    gap_ms: int,
+    grace_ms: int,
+    suppress: bool = False,
+) -> Topology:
     """Twin of ``session-count-filter``: events per user and session (``session-counts``)
-    filtered as a table, written keyed ``"user@start-end"``.
+    filtered as a table (with ``suppress``, its final results), written keyed
+    ``"user@start-end"``.
     """
     from streamtable import SessionWindows
 
     windows = SessionWindows.of_inactivity_gap_and_grace(
         timedelta(milliseconds=gap_ms), timedelta(milliseconds=grace_ms)
     )
-    return _filtered_window_counts(input, output, windows, "session-counts", _user_at_session)
+    return _filtered_window_counts(
+        input, output, windows, "session-counts", _user_at_session, suppress=suppress
+    )
 
 
 def sliding_count_filter(
@@ -714,16 +724,20 @@ def sliding_count_filter(
     *,
     difference_ms: int,
     grace_ms: int,
+    suppress: bool = False,
 ) -> Topology:
     """Twin of ``sliding-count-filter``: events per user in sliding windows
-    (``sliding-counts``) filtered as a table, written keyed ``"user@start"``.
+    (``sliding-counts``) filtered as a table (with ``suppress``, its final results), written
+    keyed ``"user@start"``.
     """
     from streamtable import SlidingWindows
 
     windows = SlidingWindows.of_time_difference_and_grace(
         timedelta(milliseconds=difference_ms), timedelta(milliseconds=grace_ms)
     )
-    return _filtered_window_counts(input, output, windows, "sliding-counts", _user_at_start)
+    return _filtered_window_counts(
+        input, output, windows, "sliding-counts", _user_at_start, suppress=suppress
+    )
 
 
 def _filtered_window_counts(

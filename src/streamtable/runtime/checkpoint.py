@@ -120,7 +120,9 @@ def _state_form_hints(stored: object, current: list[dict[str, object]]) -> list[
                 "Spark's aggregation unless a KTable.filter reads its table (directly or after "
                 "suppress(until_time_limit); the filter needs old aggregates), so adding or "
                 "removing such a filter, or switching between a Python and a built-in reducer, "
-                "changes its state"
+                "changes its state (so does upgrading a topology that filters after "
+                "suppress(until_time_limit) from a streamtable version that ran it as Spark's "
+                "aggregation)"
             )
     return hints
 

@@ -9,9 +9,9 @@ old aggregate beside each update (per window: its aggregate before the micro-bat
 unwindowed aggregation runs as a Python fold, also for ``count`` or a built-in reducer (Spark's
 own aggregation does not give the value before a micro-batch), and the topology's fingerprint
 says so. Windowed aggregations always run in Python kernels: old values change no state form
-there. The final results of a time-windowed aggregation (``suppress(until_window_closes)``)
-carry old values too: each window's aggregate before the last micro-batch that changed it, as
-Kafka Streams' suppression buffer forwards the old value of a window's last buffered change.
+there. The final results of a windowed aggregation (``suppress(until_window_closes)``) carry
+old values too: each window's aggregate before the last micro-batch that changed it, as Kafka
+Streams' suppression buffer forwards the old value of a window's last buffered change.
 So do the updates a ``suppress(until_time_limit)`` holds back after a stream aggregation: each
 emitted update carries the old aggregate of the key's last buffered change
 (``InMemoryTimeOrderedKeyValueChangeBuffer``, whose ``KTableSuppressProcessorSupplier`` asks
@@ -22,21 +22,19 @@ from __future__ import annotations
 
 from streamtable.topology.nodes import (
     AggregateNode,
-    CustomWindowSpec,
     GraphSnapshot,
     Node,
     SuppressNode,
     TableOpKind,
     TableOpNode,
-    TimeWindowSpec,
 )
 
 
 def filtered_stream_aggregate(
     nodes: dict[str, Node], node: TableOpNode
 ) -> AggregateNode | SuppressNode | None:
-    """The aggregation, or the suppression of an aggregation (the final results of time
-    windows, or ``until_time_limit``), under the chain of ``filter``/``map_values`` that ends at
+    """The aggregation, or the suppression of an aggregation (final results of windows, or
+    ``until_time_limit``), under the chain of ``filter``/``map_values`` that ends at
     ``node``, when the chain holds a ``filter`` and that parent sends old values; else ``None``.
     """
     has_filter = False
@@ -57,20 +55,13 @@ def filtered_stream_aggregate(
 def _suppression_sends_old_values(nodes: dict[str, Node], node: SuppressNode) -> bool:
     """Whether ``node`` suppresses a stream aggregation's updates with old values: either
     ``until_time_limit`` (any aggregation, see :func:`_holds_back_updates`) or
-    ``until_window_closes`` of a time-windowed aggregation (``WindowAggregateSpec.with_old``).
-    Kafka Streams' suppression forwards the old value of a key's last buffered change;
-    streamtable does so for those two, and a filter after the final results of session or
-    sliding windows gets none.
+    ``until_window_closes`` of a windowed aggregation (``WindowAggregateSpec.with_old``), as
+    Kafka Streams' suppression forwards the old value of a key's last buffered change.
     """
     parent = nodes[node.parents[0]]
     if _holds_back_updates(node):
         return _sends_old_values(parent)
-    return (
-        node.suppress is not None
-        and isinstance(parent, AggregateNode)
-        and parent.aggregation is not None
-        and isinstance(parent.windows, TimeWindowSpec | CustomWindowSpec)
-    )
+    return node.suppress is not None and _sends_old_values(parent)
 
 
 def _holds_back_updates(node: Node) -> bool:

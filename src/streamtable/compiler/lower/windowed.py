@@ -100,8 +100,9 @@ def lower_windowed_aggregate(
     Output: one row per updated window per micro-batch (or, with ``emit_final``, the
     ``suppress(until_window_closes)`` spec, one row per window once it has closed), keyed by
     the windowed key, the aggregate as value; session merges also emit tombstones for the
-    merged-away sessions. ``with_old`` (emit-on-update) adds a column ``old``, each changed
-    window's aggregate before the micro-batch (pickled, as ``value``).
+    merged-away sessions. ``with_old`` adds a column ``old``, each changed window's
+    aggregate before the micro-batch (with ``emit_final``: before the last micro-batch that
+    changed it; pickled, as ``value``).
 
     Raises
     ------

@@ -28,7 +28,8 @@ the micro-batch and gone after it sends nothing (``CachingSessionStore.putAndMay
 skips an entry with neither a new nor an old value). With ``spec.with_old`` each output also
 carries the session's aggregate before the micro-batch (``old``, pickled; ``None`` for a new
 session), the store's value the cache flush forwards as the old value when a ``KTable.filter``
-asks for old values.
+asks for old values; a final result carries the session's aggregate before the last
+micro-batch that changed it (``None`` when the session, with its bounds, was new in it).
 
 ``suppress(until_window_closes)`` (``spec.emit_final``): the suppression buffer releases a
 session when stream time reaches ``end + gap + grace`` (``GraphGraceSearchUtil``: a session
@@ -139,7 +140,10 @@ class SessionWindowKernel(BoundaryEmitKernel):
         # each changed session's aggregate before the micro-batch, pickled at its first touch
         # (before a merger or the aggregator may change it in place)
         olds: dict[tuple[int, int], bytes | None] = {}
-        track_old = self.spec.with_old and not self.spec.emit_final
+        track_old = self.spec.with_old
+        # with final results, a changed session keeps that value as its fourth item, the old
+        # value of its final result (see WindowAggregateSpec.with_old)
+        keep_old = track_old and self.spec.emit_final
         finals: list[Out] = []
         # the latest session end put: the store has seen at least that time
         seen = max((e for _, e in sessions), default=None)
@@ -198,6 +202,8 @@ class SessionWindowKernel(BoundaryEmitKernel):
                 self.schedule(meta, start, end)
             else:
                 session[0] = agg
+            if keep_old:
+                session[3:] = [olds[merged]]
             self.after_change(gk, merged, session, rec, st, finals, meta)
         if self.spec.emit_final:
             return (sessions or None), finals

@@ -28,7 +28,8 @@ its window store (the reverse-iterator path, which the default stores support):
   record's timestamp, and a window that was not in state before the micro-batch sends none
   (Kafka Streams' caching window store flush). With ``spec.with_old`` each output also carries
   the window's aggregate before the micro-batch (``old``, pickled; ``None`` for a new window),
-  as the cache flush forwards the store's value when a ``KTable.filter`` asks for old values.
+  as the cache flush forwards the store's value when a ``KTable.filter`` asks for old values;
+  a final result carries the window's aggregate before the last micro-batch that changed it.
 
 A window's timestamp is the largest timestamp of its records; windowed keys are written with
 the window start (``TimeWindowedSerializer`` with window size ``d``).
@@ -122,9 +123,13 @@ class BoundaryEmitKernel(WindowKernel):
             self.schedule(meta, *window)
 
     def final_out(self, gk: bytes, window: tuple[int, int], w: Window, rec: Rec) -> Out:
-        """The suppressed (final) record of a window."""
+        """The suppressed (final) record of a window, with the window's kept old value
+        (``WindowAggregateSpec.with_old``), which it no longer needs then.
+        """
         value = pickle.dumps(w[0], protocol=5)
-        return Out.of(rec, self.window_key(gk, *window), value, ts=w[1])
+        prev = w[3] if len(w) > 3 else None
+        del w[3:]
+        return Out.of(rec, self.window_key(gk, *window), value, prev, ts=w[1])
 
 
 @dataclass
@@ -210,8 +215,11 @@ class _SlidingRun:
         self.created: set[tuple[int, int]] = set()  # windows not in state before the batch
         # with old values: each changed window's aggregate before the micro-batch, pickled at
         # its first touch (before the aggregator may change it in place)
-        track_old = kernel.spec.with_old and not kernel.spec.emit_final
+        track_old = kernel.spec.with_old
         self.olds: dict[tuple[int, int], bytes | None] | None = {} if track_old else None
+        # with final results, a changed window keeps that value as its fourth item, the old
+        # value of its final result (see WindowAggregateSpec.with_old)
+        self.keep_old = track_old and kernel.spec.emit_final
         self.finals: list[Out] = []
 
     def record(self, rec: Rec, value: Any, st: int) -> None:
@@ -334,6 +342,7 @@ class _SlidingRun:
             k.schedule(self.meta, *window)
         else:
             w[0], w[1] = new, new_ts
+        self.keep(window, w)
         k.after_change(self.gk, window, w, rec, self.st, self.finals, self.meta)
 
     def create_right(self, right_agg: tuple[Any, int]) -> None:
@@ -350,7 +359,16 @@ class _SlidingRun:
         self.k.schedule(self.meta, *window)
         self.changed.pop(window, None)
         self.changed[window] = self.rec
+        self.keep(window, w)
         self.k.after_change(self.gk, window, w, self.rec, self.st, self.finals, self.meta)
+
+    def keep(self, window: tuple[int, int], w: Window) -> None:
+        """With final results and old values: ``window``, just changed, keeps its aggregate
+        from before the micro-batch (:meth:`note_old`) for its final result.
+        """
+        if self.keep_old:
+            assert self.olds is not None
+            w[3:] = [self.olds[window]]
 
     def note_old(self, window: tuple[int, int], w: Window | None) -> None:
         """Keep ``window``'s aggregate before the micro-batch at its first touch (with old

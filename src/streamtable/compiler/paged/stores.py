@@ -68,7 +68,7 @@ class KeyValueEntries:
 @dataclass(frozen=True)
 class WindowEntries:
     """Decoder of window kernels' pages: ``{(start, end): [aggregate, ts, emitted]}`` entries
-    (a suppressed time window read by a table filter has a fourth item, see
+    (a suppressed window read by a table filter has a fourth item, see
     ``WindowAggregateSpec.with_old``).
 
     Examples

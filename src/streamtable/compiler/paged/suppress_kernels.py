@@ -18,7 +18,9 @@ Entry per key: ``[buffer time, value bytes or None, ts]``, and with ``with_old``
 the old value of the key's last held update (Kafka Streams' buffer keeps each key's last
 change, ``BufferValue.oldValue``, and evicts ``Change(newValue, oldValue)``), emitted as
 ``Out.old`` for a table filter after the suppression (:mod:`streamtable.topology.old_values`).
-An entry written without it (by a version before old values, or for no filter) has none.
+An entry held without it (by a version before old values, or with no filter after the
+suppression) and let go with no change since goes out with no old value: a filter then sends
+nothing for it when it fails.
 """
 
 from __future__ import annotations
@@ -85,9 +87,9 @@ class TimeLimitSuppressKernel:
             else:
                 entry[1], entry[2] = rec.value, rec.ts
                 if with_old:
-                    if len(entry) < 4:  # held by a version that kept no old values
-                        entry.append(None)
-                    entry[3] = rec.old
+                    entry[3:] = [rec.old]  # (a 3-item entry was held without old values)
+                elif len(entry) > 3:  # held while a filter read old values: no longer kept
+                    del entry[3:]
         return entry, []
 
     def _bound(self, total: int | None) -> int | None:

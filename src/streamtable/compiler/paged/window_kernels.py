@@ -115,10 +115,11 @@ class WindowAggregateSpec:
         Each update (and tombstone) carries the window's aggregate before the micro-batch in
         ``Out.old`` (pickled; ``None`` for a window new in the micro-batch), for a table
         filter after the aggregation (:mod:`streamtable.topology.old_values`). With
-        ``emit_final`` (time windows only) the final result carries the window's aggregate
-        before the last micro-batch that changed it, kept as the window's fourth state item:
-        Kafka Streams' suppression buffer emits a window's last buffered change, whose old
-        value is what the store held before that change's commit
+        ``emit_final`` the final result carries the window's aggregate before the last
+        micro-batch that changed it (``None`` for a window, or session with its bounds, new
+        in it), kept as the window's fourth state item until its final result is out: Kafka
+        Streams' suppression buffer emits a window's last buffered change, whose old value is
+        what the store held before that change's commit
         (``InMemoryTimeOrderedKeyValueChangeBuffer``).
     """
 

@@ -567,17 +567,21 @@ public final class ReferenceApp {
     /**
      * Events per user and session (inactivity gap gap_ms), filtered as a table (counts 2, 3 and
      * from 5 pass; 4 stops passing), written as "user@start-end": KTableFilter gets the session
-     * store's old values, merged-away sessions included.
+     * store's old values, merged-away sessions included. With suppress=true the filter reads the
+     * final results (untilWindowCloses).
      */
     static void sessionCountFilter(StreamsBuilder b, Map<String, String> p) {
+        SessionWindows windows =
+                SessionWindows.ofInactivityGapAndGrace(
+                        Duration.ofMillis(Long.parseLong(required(p, "gap_ms"))),
+                        Duration.ofMillis(Long.parseLong(required(p, "grace_ms"))));
         filteredWindowCounts(
-                b.stream(required(p, "input"), Consumed.with(STR, STR))
-                        .groupByKey()
-                        .windowedBy(
-                                SessionWindows.ofInactivityGapAndGrace(
-                                        Duration.ofMillis(Long.parseLong(required(p, "gap_ms"))),
-                                        Duration.ofMillis(Long.parseLong(required(p, "grace_ms")))))
-                        .count(Materialized.as("session-counts")),
+                suppressed(
+                        b.stream(required(p, "input"), Consumed.with(STR, STR))
+                                .groupByKey()
+                                .windowedBy(windows)
+                                .count(Materialized.as("session-counts")),
+                        p),
                 true,
                 p);
     }
@@ -585,17 +589,21 @@ public final class ReferenceApp {
     /**
      * Events per user in sliding windows (time difference difference_ms), filtered as a table
      * (counts 2, 3 and from 5 pass; 4 stops passing), written as "user@start": KTableFilter gets
-     * the window store's old values.
+     * the window store's old values. With suppress=true the filter reads the final results
+     * (untilWindowCloses).
      */
     static void slidingCountFilter(StreamsBuilder b, Map<String, String> p) {
+        SlidingWindows windows =
+                SlidingWindows.ofTimeDifferenceAndGrace(
+                        Duration.ofMillis(Long.parseLong(required(p, "difference_ms"))),
+                        Duration.ofMillis(Long.parseLong(required(p, "grace_ms"))));
         filteredWindowCounts(
-                b.stream(required(p, "input"), Consumed.with(STR, STR))
-                        .groupByKey()
-                        .windowedBy(
-                                SlidingWindows.ofTimeDifferenceAndGrace(
-                                        Duration.ofMillis(Long.parseLong(required(p, "difference_ms"))),
-                                        Duration.ofMillis(Long.parseLong(required(p, "grace_ms")))))
-                        .count(Materialized.as("sliding-counts")),
+                suppressed(
+                        b.stream(required(p, "input"), Consumed.with(STR, STR))
+                                .groupByKey()
+                                .windowedBy(windows)
+                                .count(Materialized.as("sliding-counts")),
+                        p),
                 false,
                 p);
     }
