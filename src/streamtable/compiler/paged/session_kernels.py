@@ -144,6 +144,7 @@ class SessionWindowKernel(BoundaryEmitKernel):
         # with final results, a changed session keeps that value as its fourth item, the old
         # value of its final result (see WindowAggregateSpec.with_old)
         keep_old = track_old and self.spec.emit_final
+        released = olds if keep_old else None  # a release is the old value of the next change
         finals: list[Out] = []
         # the latest session end put: the store has seen at least that time
         seen = max((e for _, e in sessions), default=None)
@@ -177,7 +178,7 @@ class SessionWindowKernel(BoundaryEmitKernel):
             # has the merged window (the put overwrites it)
             hidden = [merged] if merged in sessions and merged not in found else []
             for window in found + hidden:
-                self.before_change(gk, window, sessions[window], rec, before, finals)
+                self.before_change(gk, window, sessions[window], rec, before, finals, released)
             if (start, end) != (ts, ts):
                 for window in found:
                     del sessions[window]
@@ -204,7 +205,7 @@ class SessionWindowKernel(BoundaryEmitKernel):
                 session[0] = agg
             if keep_old:
                 session[3:] = [olds[merged]]
-            self.after_change(gk, merged, session, rec, st, finals, meta)
+            self.after_change(gk, merged, session, rec, st, finals, meta, released)
         if self.spec.emit_final:
             return (sessions or None), finals
         outs = []

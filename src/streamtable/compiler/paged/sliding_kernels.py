@@ -85,13 +85,23 @@ class BoundaryEmitKernel(WindowKernel):
 
     Both judge by :meth:`~.window_kernels.WindowKernel.release_time`: for a key read from
     several partitions, only :meth:`after_batch` releases windows, by the key time (a slower
-    partition of the key can still change them).
+    partition of the key can still change them). With ``olds`` (the micro-batch's old values
+    per window, for final results read by a table filter), a window released between records
+    has the value it was released with as the old value of its next change: that change
+    follows the release, as a later commit follows a flushed one in Kafka Streams.
 
     Without ``emit_final`` both do nothing.
     """
 
     def before_change(
-        self, gk: bytes, window: tuple[int, int], w: Window, rec: Rec, before: int, outs: list[Out]
+        self,
+        gk: bytes,
+        window: tuple[int, int],
+        w: Window,
+        rec: Rec,
+        before: int,
+        outs: list[Out],
+        olds: dict[tuple[int, int], bytes | None] | None = None,
     ) -> None:
         """Emit ``w`` (its value before ``rec``) if suppression had released it already."""
         if (
@@ -100,7 +110,7 @@ class BoundaryEmitKernel(WindowKernel):
             and self.close_time(*window) <= self.release_time(before)
         ):
             w[2] = True
-            outs.append(self.final_out(gk, window, w, rec))
+            outs.append(self.final_out(gk, window, w, rec, olds))
 
     def after_change(
         self,
@@ -111,24 +121,35 @@ class BoundaryEmitKernel(WindowKernel):
         st: int,
         outs: list[Out],
         meta: dict[str, Any],
+        olds: dict[tuple[int, int], bytes | None] | None = None,
     ) -> None:
         """Emit ``w`` now if it is closed at ``st``, else leave it to :meth:`after_batch`."""
         if not self.spec.emit_final:
             return
         if self.close_time(*window) <= self.release_time(st):
             w[2] = True
-            outs.append(self.final_out(gk, window, w, rec))
+            outs.append(self.final_out(gk, window, w, rec, olds))
         else:
             w[2] = False
             self.schedule(meta, *window)
 
-    def final_out(self, gk: bytes, window: tuple[int, int], w: Window, rec: Rec) -> Out:
+    def final_out(
+        self,
+        gk: bytes,
+        window: tuple[int, int],
+        w: Window,
+        rec: Rec,
+        olds: dict[tuple[int, int], bytes | None] | None = None,
+    ) -> Out:
         """The suppressed (final) record of a window, with the window's kept old value
-        (``WindowAggregateSpec.with_old``), which it no longer needs then.
+        (``WindowAggregateSpec.with_old``), which it no longer needs then; with ``olds``, the
+        value released becomes the old value of the window's next change in the micro-batch.
         """
         value = pickle.dumps(w[0], protocol=5)
         prev = w[3] if len(w) > 3 else None
         del w[3:]
+        if olds is not None:
+            olds[window] = value
         return Out.of(rec, self.window_key(gk, *window), value, prev, ts=w[1])
 
 
@@ -220,6 +241,8 @@ class _SlidingRun:
         # with final results, a changed window keeps that value as its fourth item, the old
         # value of its final result (see WindowAggregateSpec.with_old)
         self.keep_old = track_old and kernel.spec.emit_final
+        # where released windows note their value, the old value of their next change
+        self.released = self.olds if self.keep_old else None
         self.finals: list[Out] = []
 
     def record(self, rec: Rec, value: Any, st: int) -> None:
@@ -324,7 +347,7 @@ class _SlidingRun:
         w = self.windows.get(window)
         self.note_old(window, w)
         if w is not None:
-            k.before_change(self.gk, window, w, rec, self.before, self.finals)
+            k.before_change(self.gk, window, w, rec, self.before, self.finals, self.released)
         elif window not in self.changed:
             self.created.add(window)
         new = k.fold(self.key, self.value, agg, rec)
@@ -343,7 +366,7 @@ class _SlidingRun:
         else:
             w[0], w[1] = new, new_ts
         self.keep(window, w)
-        k.after_change(self.gk, window, w, rec, self.st, self.finals, self.meta)
+        k.after_change(self.gk, window, w, rec, self.st, self.finals, self.meta, self.released)
 
     def create_right(self, right_agg: tuple[Any, int]) -> None:
         """``createCurrentRecordRightWindow``: ``[ts + 1, ts + 1 + d]`` holds what the window
@@ -360,7 +383,9 @@ class _SlidingRun:
         self.changed.pop(window, None)
         self.changed[window] = self.rec
         self.keep(window, w)
-        self.k.after_change(self.gk, window, w, self.rec, self.st, self.finals, self.meta)
+        self.k.after_change(
+            self.gk, window, w, self.rec, self.st, self.finals, self.meta, self.released
+        )
 
     def keep(self, window: tuple[int, int], w: Window) -> None:
         """With final results and old values: ``window``, just changed, keeps its aggregate

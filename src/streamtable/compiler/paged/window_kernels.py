@@ -117,10 +117,13 @@ class WindowAggregateSpec:
         filter after the aggregation (:mod:`streamtable.topology.old_values`). With
         ``emit_final`` the final result carries the window's aggregate before the last
         micro-batch that changed it (``None`` for a window, or session with its bounds, new
-        in it), kept as the window's fourth state item until its final result is out: Kafka
+        in it; for a window emitted again in the micro-batch of its release, the value of that
+        release), kept as the window's fourth state item until its final result is out: Kafka
         Streams' suppression buffer emits a window's last buffered change, whose old value is
         what the store held before that change's commit
-        (``InMemoryTimeOrderedKeyValueChangeBuffer``).
+        (``InMemoryTimeOrderedKeyValueChangeBuffer``). Across a restart that adds the filter,
+        a window held from before has no old value (its final result sends nothing when it
+        fails); one that removes it keeps a held window's fourth item until its final result.
     """
 
     node_name: str
