@@ -16,9 +16,8 @@ import json
 import re
 import struct
 import sys
-import time
 
-from quixstreams import Application
+from quix_app import application, run
 from quixstreams.models.serializers import Serializer
 
 _NON_WORD = re.compile(r"[^a-zA-Z0-9_]+")
@@ -49,15 +48,7 @@ def count(word: str, state) -> int:  # type: ignore[no-untyped-def]
 
 def main() -> None:
     cfg = json.loads(sys.argv[1])
-    app = Application(
-        broker_address=cfg["bootstrap_servers"],
-        consumer_group=cfg["group"],
-        auto_offset_reset="earliest",
-        commit_interval=cfg["commit_interval_s"],
-        state_dir=cfg["state_dir"],
-        processing_guarantee="at-least-once",
-        loglevel="WARNING",
-    )
+    app = application(cfg)
     lines = app.topic(cfg["input"], key_deserializer="bytes", value_deserializer="str")
     out = app.topic(cfg["output"], key_serializer="str", value_serializer=LongSerializer())
     sdf = app.dataframe(lines)
@@ -72,8 +63,7 @@ def main() -> None:
     )
     sdf = sdf.apply(count, stateful=True)
     sdf.to_topic(out)
-    print(f"READY {time.time()}", flush=True)
-    app.run()
+    run(app)
 
 
 if __name__ == "__main__":

@@ -104,11 +104,13 @@ def _classify(cmd: str) -> str:
         return "spark_jvm"
     if "pyspark.daemon" in cmd or "pyspark.worker" in cmd or "pyspark/daemon" in cmd:
         return "python_workers"
+    if "/bench/quix_" in cmd:
+        return "quix_app"
     return "other"
 
 
 #: The categories of :func:`_classify` that are an engine's own processes (not the broker).
-ENGINE_CATEGORIES = ("spark_jvm", "python_workers", "kafka_streams_jvm")
+ENGINE_CATEGORIES = ("spark_jvm", "python_workers", "kafka_streams_jvm", "quix_app")
 
 
 class MemorySampler:

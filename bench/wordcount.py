@@ -37,10 +37,8 @@ Prints ONE JSON object on stdout; logs go to stderr. Never asserts timings.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -50,6 +48,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run as bench_run  # noqa: E402  (bench/run.py: shared helpers)
+from quix import QUIX_VERSION, quix_python, run_quix  # noqa: E402  (bench/quix.py)
 
 log = logging.getLogger("bench.wordcount")
 
@@ -62,91 +61,9 @@ ENGINES = (
     "kstreams_rocksdb_cached",
     "quix",
 )
-QUIX_VERSION = "3.28.1"
-QUIX_COMMIT_INTERVAL_S = 1.0
 IN_TOPIC = "bench-wordcount-peers"
 PARTITIONS = 2
 TARGETS = {"vs_kstreams_min": 1.0, "vs_plain_pyspark_min": 1 / 1.5, "vs_quix_min": 3.0}
-
-
-# --------------------------------------------------------------------------- Quix Streams
-
-
-def quix_python() -> Path:
-    """The Python of a virtual environment with Quix Streams ``QUIX_VERSION`` (made once)."""
-    from streamtable.platform._process import cache_home
-
-    env = cache_home("STREAMTABLE_PEERS_HOME", "peers") / f"quixstreams-{QUIX_VERSION}"
-    python = env / "bin" / "python"
-    if not (env / ".complete").exists():
-        shutil.rmtree(env, ignore_errors=True)
-        log.info("making a virtual environment with quixstreams %s in %s", QUIX_VERSION, env)
-        subprocess.run([sys.executable, "-m", "venv", str(env)], check=True)
-        subprocess.run(
-            [str(python), "-m", "pip", "install", "-q", f"quixstreams=={QUIX_VERSION}"],
-            check=True,
-            stdout=sys.stderr,
-        )
-        (env / ".complete").touch()
-    return python
-
-
-def _run_quix(bs: str, out_topic: str, n: int, tmp: Path) -> dict[str, Any]:
-    from streamtable.reference.kafka_streams import _Lag, _stop
-
-    group = f"bench-quix-{uuid.uuid4().hex[:6]}"
-    settings = {
-        "bootstrap_servers": bs,
-        "group": group,
-        "input": IN_TOPIC,
-        "output": out_topic,
-        "state_dir": tempfile.mkdtemp(prefix=f"{group}-", dir=tmp),
-        "commit_interval_s": QUIX_COMMIT_INTERVAL_S,
-    }
-    lag = _Lag(bs, group)
-    inputs = lag.watermarks([IN_TOPIC])
-    t0 = time.monotonic()
-    proc = subprocess.Popen(
-        [
-            str(quix_python()),
-            str(Path(__file__).with_name("quix_wordcount.py")),
-            json.dumps(settings),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=sys.stderr,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        assert proc.stdout is not None
-        ready = proc.stdout.readline()
-        if not ready.startswith("READY"):
-            raise RuntimeError(f"Quix Streams app exited before running (code {proc.wait()})")
-        t_ready = time.monotonic()
-        prefix = f"repartition__{group}--"
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"Quix Streams app exited with code {proc.returncode}")
-            behind = lag.behind(inputs)
-            if not behind:
-                topics = [
-                    t for t in lag.consumer.list_topics(timeout=30).topics if t.startswith(prefix)
-                ]
-                behind = lag.behind(lag.watermarks(topics)) if topics else ["no repartition topic"]
-                if not behind:
-                    break
-            if time.monotonic() - t0 > bench_run.CATCH_UP_TIMEOUT_S:
-                raise TimeoutError(f"Quix Streams app did not catch up: {'; '.join(behind[:5])}")
-            time.sleep(0.2)
-        t_done = time.monotonic()
-    finally:
-        _stop(proc)
-        lag.close()
-    return {
-        "total_s": round(t_done - t0, 3),
-        "startup_s": round(t_ready - t0, 3),
-        "processing_s": round(t_done - t_ready, 3),
-    }
 
 
 # --------------------------------------------------------------------------- the other engines
@@ -193,7 +110,7 @@ def run_engine(spark: Any, engine: str, bs: str, out_topic: str, n: int, tmp: Pa
     if engine in ("streamtable", "streamtable_columns", "plain_pyspark"):
         return _run_spark(spark, engine, bs, out_topic, n, tmp)
     if engine == "quix":
-        return _run_quix(bs, out_topic, n, tmp)
+        return run_quix("quix_wordcount.py", bs, IN_TOPIC, out_topic, tmp, repartitions=True)
     store = "memory" if engine == "kstreams_memory" else "rocksdb"
     return _run_kstreams(bs, out_topic, store, engine.endswith("_cached"), tmp)
 
