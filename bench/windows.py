@@ -76,6 +76,7 @@ MEMORY_SAMPLE_S = 0.5
 ST_PROCESSES = ("spark_jvm", "python_workers")
 KS_PROCESSES = ("kafka_streams_jvm",)
 QUIX_PROCESSES = ("quix_app",)
+ENGINE_PROCESSES = {"streamtable": ST_PROCESSES, "quix": QUIX_PROCESSES}  # else KS_PROCESSES
 
 
 def _has_suppress() -> bool:
@@ -317,9 +318,8 @@ def bench_windows(
         order = list(runs) if i % 2 == 0 else [*others, "streamtable"]
         for engine in order:
             tag = f"{bench}-{engine}-{i}".replace("_", "-")
-            processes = {"streamtable": ST_PROCESSES, "quix": QUIX_PROCESSES}
             sampler = bench_run.MemorySampler(
-                MEMORY_SAMPLE_S, processes.get(engine, KS_PROCESSES)
+                MEMORY_SAMPLE_S, ENGINE_PROCESSES.get(engine, KS_PROCESSES)
             ).start()
             try:
                 if engine == "streamtable":

@@ -505,13 +505,18 @@ def test_any_micro_batch_cut_gives_the_same_result(spec, records, cuts, agg, emi
             assert each.table()[key] == value
 
 
-@settings(max_examples=300, deadline=None)
-@given(
+#: Any window kind, input, micro-batch cut and aggregation (in place, deleting) for the
+#: old-value properties.
+old_value_cases = given(
     window_specs(),
     records_strategy,
     st.sets(st.integers(1, 17)),
     st.sampled_from(["count", "list", "prepending", "clearing"]),
 )
+
+
+@settings(max_examples=300, deadline=None)
+@old_value_cases
 def test_each_output_carries_its_windows_aggregate_from_before_the_micro_batch(
     spec, records, cuts, agg
 ):
@@ -541,12 +546,7 @@ def _passes(aggregate: Any) -> bool:
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    window_specs(),
-    records_strategy,
-    st.sets(st.integers(1, 17)),
-    st.sampled_from(["count", "list", "prepending", "clearing"]),
-)
+@old_value_cases
 def test_each_final_result_carries_the_old_value_of_its_windows_last_change(
     spec, records, cuts, agg
 ):
