@@ -37,6 +37,32 @@ def kafka_broker(_streamtable_broker: Any) -> Any:
 
 
 @pytest.fixture(scope="session")
+def _three_broker_cluster() -> Any:
+    """One three-broker EmbeddedKafka for the session, started by the first test that needs it
+    (each start and stop of three brokers costs ~25 s of the suite)."""
+    from _support import THREE_BROKERS_START
+    from streamtable.broker import EmbeddedKafka
+
+    with EmbeddedKafka(brokers=3, startup_timeout=THREE_BROKERS_START) as kafka:
+        yield kafka
+
+
+@pytest.fixture
+def three_brokers(_three_broker_cluster: Any) -> Any:
+    """The session's three-broker cluster, all three brokers running; a broker the test
+    killed or stopped is started again after it (same ports and data), so the next test gets
+    three. Tests give their topics names of their own (``topic_name`` or a uuid).
+    """
+    kafka = _three_broker_cluster
+    yield kafka
+    from datetime import timedelta
+
+    for node in kafka.node_ids:
+        if not kafka.is_alive(node):
+            kafka.restart_broker(node, timeout=timedelta(minutes=2))
+
+
+@pytest.fixture(scope="session")
 def spark(spark_session: Any) -> Any:
     """The plugin's session Spark (local[2], UI off, 2 shuffle partitions)."""
     return spark_session

@@ -5,7 +5,6 @@ from datetime import timedelta
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from _support import THREE_BROKERS_START
 from streamtable.broker import EmbeddedKafka
 from streamtable.errors import BrokerError
 
@@ -84,35 +83,36 @@ def test_single_broker_produce_consume():
     assert not data_dir.exists(), "data dir is deleted on exit unless keep=True"
 
 
-def test_three_brokers_survive_leader_crash():
-    with EmbeddedKafka(brokers=3, startup_timeout=THREE_BROKERS_START) as kafka:
-        kafka.create_topic("replicated", partitions=2, config={"min.insync.replicas": "2"})
-        admin = kafka.admin()
-        md = admin.list_topics(topic="replicated", timeout=10).topics["replicated"]
-        assert all(len(p.replicas) == 3 for p in md.partitions.values())
-        produce(kafka.bootstrap_servers, "replicated", [(b"a", b"1", 0)])
+def test_three_brokers_survive_leader_crash(three_brokers, topic_name):
+    kafka = three_brokers
+    topic = topic_name("replicated")
+    kafka.create_topic(topic, partitions=2, config={"min.insync.replicas": "2"})
+    admin = kafka.admin()
+    md = admin.list_topics(topic=topic, timeout=10).topics[topic]
+    assert all(len(p.replicas) == 3 for p in md.partitions.values())
+    produce(kafka.bootstrap_servers, topic, [(b"a", b"1", 0)])
 
-        leader = kafka.leader_of("replicated", 0)
-        kafka.kill_broker(leader)
-        assert not kafka.is_alive(leader)
-        wait_until(
-            lambda: kafka.leader_of("replicated", 0) not in (-1, leader),
-            timeout=90,
-            what="a new leader for replicated-0",
-        )
+    leader = kafka.leader_of(topic, 0)
+    kafka.kill_broker(leader)
+    assert not kafka.is_alive(leader)
+    wait_until(
+        lambda: kafka.leader_of(topic, 0) not in (-1, leader),
+        timeout=90,
+        what=f"a new leader for {topic}-0",
+    )
 
-        msgs = produce(
-            kafka.bootstrap_servers,
-            "replicated",
-            [(b"b", b"2", 0)],
-            **{"message.timeout.ms": 60000},
-        )
-        assert msgs[0].offset() == 1
+    msgs = produce(
+        kafka.bootstrap_servers,
+        topic,
+        [(b"b", b"2", 0)],
+        **{"message.timeout.ms": 60000},
+    )
+    assert msgs[0].offset() == 1
 
-        kafka.restart_broker(leader, timeout=timedelta(minutes=2))  # 60 s by default
-        assert kafka.is_alive(leader)
-        got = consume(kafka.bootstrap_servers, "replicated", 2)
-        assert [m.value() for m in got if m.partition() == 0] == [b"1", b"2"]
+    kafka.restart_broker(leader, timeout=timedelta(minutes=2))  # 60 s by default
+    assert kafka.is_alive(leader)
+    got = consume(kafka.bootstrap_servers, topic, 2)
+    assert [m.value() for m in got if m.partition() == 0] == [b"1", b"2"]
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from _support import (
-    THREE_BROKERS_START,
     ensure_topics,
     produce_records,
     read_topic,
@@ -262,7 +261,7 @@ def _kill_a_worker_mid_run(
     return report
 
 
-def test_worker_and_broker_leader_killed_together(spark_cluster, tmp_path):
+def test_worker_and_broker_leader_killed_together(spark_cluster, three_brokers, tmp_path):
     """A worker dies while one of its executor's tasks runs (SIGKILL of the Worker JVM, its
     executor JVM and their Python workers) and, at the same moment, the leader of the echo
     topic's partition 0 (three brokers, replication 3, min.insync.replicas 2): the driver
@@ -270,25 +269,23 @@ def test_worker_and_broker_leader_killed_together(spark_cluster, tmp_path):
     and catches up, and under exactly_once_v2 the read_committed output has every record once
     and every per-key sum right.
     """
-    from streamtable.broker import EmbeddedKafka
+    kafka = three_brokers
+    bs = kafka.bootstrap_servers
+    isr = {"min.insync.replicas": "2", "retention.ms": "-1"}
+    victims: list[int] = []
 
-    with EmbeddedKafka(brokers=3, startup_timeout=THREE_BROKERS_START) as kafka:
-        bs = kafka.bootstrap_servers
-        isr = {"min.insync.replicas": "2", "retention.ms": "-1"}
-        victims: list[int] = []
+    def create(topics: list[str]) -> None:
+        for topic in topics:
+            kafka.create_topic(topic, 2, replication_factor=3, config=isr)
 
-        def create(topics: list[str]) -> None:
-            for topic in topics:
-                kafka.create_topic(topic, 2, replication_factor=3, config=isr)
+    def kill_leader(echo: str) -> None:
+        victims.append(kafka.leader_of(echo, 0))
+        kafka.kill_broker(victims[0])
 
-        def kill_leader(echo: str) -> None:
-            victims.append(kafka.leader_of(echo, 0))
-            kafka.kill_broker(victims[0])
-
-        report = _kill_a_worker_mid_run(spark_cluster, bs, tmp_path, create, kill_leader)
-        assert victims and victims[0] >= 0
-        assert report.echo_missing == 0 and report.echo_duplicates == 0, report.to_json()
-        assert report.sums_errors == [] and report.sums_duplicates == 0, report.to_json()
+    report = _kill_a_worker_mid_run(spark_cluster, bs, tmp_path, create, kill_leader)
+    assert victims and victims[0] >= 0
+    assert report.echo_missing == 0 and report.echo_duplicates == 0, report.to_json()
+    assert report.sums_errors == [] and report.sums_duplicates == 0, report.to_json()
 
 
 def test_a_worker_that_cannot_start_is_named_with_its_log(tmp_path):
