@@ -147,3 +147,74 @@ def test_the_driver_schema_process_is_forked_by_the_daemons_fork_server(
     assert drivers[0]["ppid"] not in daemons, "the schema process was forked by the daemon itself"
     # forked by the server, which the daemon forked
     assert {drivers[0]["grandparent"]} == daemons, (drivers, daemons)
+
+
+def test_a_python_streaming_sources_runner_is_forked_by_the_daemons_fork_server(spark, tmp_path):
+    """Spark runs a Python streaming data source's reader (its offsets and partitions) in a
+    process it starts itself at every query start (``python -m
+    pyspark.sql.streaming.python_streaming_source_runner``; the TopologyTestDriver's topics are
+    such a source): it comes from the fork server the daemon forks with its modules imported,
+    not from a fresh interpreter that imports PySpark, pandas and pyarrow (~1 s of each query
+    start of a driver)."""
+    import pyarrow as pa
+    from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+
+    from _support import wait_until
+    from streamtable.runtime.fork_server import ENV_VAR
+
+    server = spark.sparkContext.environment.get(ENV_VAR)
+    if not server:
+        pytest.skip("no fork server in this session (not Linux, or turned off)")
+    wait_until(lambda: os.path.exists(server), 60, f"the fork server's socket {server}")
+    out = str(tmp_path / "runner.json")
+
+    class Reader(DataSourceStreamReader):
+        def initialOffset(self):  # noqa: N802 - runs in the runner process
+            ppid = os.getppid()
+            with open(f"/proc/{ppid}/stat") as stat:  # its parent's parent: field 4
+                grandparent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            with open(out, "w") as f:
+                json.dump({"pid": os.getpid(), "ppid": ppid, "grandparent": grandparent}, f)
+            return {"n": 0}
+
+        def latestOffset(self):  # noqa: N802
+            return {"n": 1}
+
+        def partitions(self, start, end):
+            return [InputPartition(0)]
+
+        def read(self, partition):
+            yield (1,)
+
+    class Probe(DataSource):
+        @classmethod
+        def name(cls):
+            return "streamtable_runner_probe"
+
+        def schema(self):
+            return "n long"
+
+        def streamReader(self, schema):  # noqa: N802
+            return Reader()
+
+    spark.dataSource.register(Probe)
+    query = (
+        spark.readStream.format("streamtable_runner_probe")
+        .load()
+        .writeStream.format("noop")
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .start()
+    )
+    try:
+        query.processAllAvailable()
+    finally:
+        query.stop()
+    runner = json.loads(open(out).read())
+
+    def parent(batches):
+        for _ in batches:
+            yield pa.RecordBatch.from_pydict({"ppid": [os.getppid()]})
+
+    daemons = {r.ppid for r in spark.range(0, 2, 1, 2).mapInArrow(parent, "ppid long").collect()}
+    assert runner["ppid"] not in daemons, "the runner was forked by the daemon itself"
+    assert {runner["grandparent"]} == daemons, (runner, daemons)  # by the server it forked

@@ -1,4 +1,4 @@
-"""A fork server for the Python process Spark starts on the driver to plan a stateful query.
+"""A fork server for the Python processes Spark starts on the driver at each query start.
 
 While planning the first micro-batch of a ``transformWithStateInPandas`` query (every start,
 every restart), Spark runs the processor's ``init()`` on the driver to learn its state
@@ -9,6 +9,12 @@ streamtable's compiler: 1.5 s on an idle core (``python -c "import
 pyspark.sql.streaming.transform_with_state_driver_worker, streamtable.compiler.aggregate_processor,
 pandas, pyarrow"``, 2 runs), more on a restart, where the JVM's start-up shares the 2 cores.
 
+A Python streaming data source (the TopologyTestDriver's in-memory topics, or a user's) is
+the other such process: Spark runs its reader's offsets and partitions in ``<python> -m
+pyspark.sql.streaming.python_streaming_source_runner``, one process per source and query
+start, which imports PySpark, pandas and pyarrow afresh (forked, the first record of a
+TopologyTestDriver comes out 0.7–0.9 s sooner on 2 cores: ``docs/deployment.md``).
+
 In a local session the executor's worker daemon (:mod:`streamtable.runtime.worker_daemon`)
 has imported all of them already. It forks one more process, this server, which listens on a
 Unix socket (``$STREAMTABLE_FORK_SERVER``). Spark's Python interpreter for the session is a
@@ -16,7 +22,7 @@ small launcher (:func:`launcher`): for that one module it runs
 :mod:`streamtable.runtime.fork_client`, which hands its arguments, environment, working
 folder and standard streams to the server; the server forks a child that takes them over and
 runs the module as ``python -m`` would.
-Anything else the launcher starts (the daemon itself, a data source's planner) execs the
+Anything else the launcher starts (the daemon itself, a batch data source's planner) execs the
 interpreter unchanged, and so does the client when no server answers: without the server,
 Spark's behaviour is unchanged.
 
@@ -54,9 +60,13 @@ from streamtable.platform._process import pid_alive
 #: through ``spark.executorEnv``); empty or unset: no server.
 ENV_VAR = "STREAMTABLE_FORK_SERVER"
 #: The modules the launcher hands to the server: Spark's driver-side process of
-#: ``transformWithStateInPandas`` (the only Python process of a local session that Spark
-#: starts without its daemon on the path of a restart).
-FORKED_MODULES = ("pyspark.sql.streaming.transform_with_state_driver_worker",)
+#: ``transformWithStateInPandas`` and the runner of a Python streaming data source's reader,
+#: the Python processes of a local session that Spark starts without its daemon at every
+#: query start.
+FORKED_MODULES = (
+    "pyspark.sql.streaming.transform_with_state_driver_worker",
+    "pyspark.sql.streaming.python_streaming_source_runner",
+)
 #: Seconds between checks that the daemon that forked the server still runs.
 _PARENT_CHECK_S = 0.5
 #: Seconds a client has to send its request.
