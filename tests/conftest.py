@@ -47,6 +47,25 @@ def _three_broker_cluster() -> Any:
         yield kafka
 
 
+def _all_brokers_running(kafka: Any) -> None:
+    """Start again every broker of ``kafka`` that is not running, once the cluster has fenced
+    it: a SIGKILLed broker stays in the metadata for ``broker.session.timeout.ms``, and
+    ``restart_broker`` returns when every node id is in the metadata."""
+    from datetime import timedelta
+
+    from _support import wait_until
+
+    admin = kafka.admin()
+    for node in kafka.node_ids:
+        if not kafka.is_alive(node):
+            wait_until(
+                lambda n=node: n not in admin.list_topics(timeout=10).brokers,
+                60,
+                f"the cluster to fence the dead broker {node}",
+            )
+            kafka.restart_broker(node, timeout=timedelta(minutes=2))
+
+
 @pytest.fixture
 def three_brokers(_three_broker_cluster: Any) -> Any:
     """The session's three-broker cluster, all three brokers running; a broker the test
@@ -54,12 +73,9 @@ def three_brokers(_three_broker_cluster: Any) -> Any:
     three. Tests give their topics names of their own (``topic_name`` or a uuid).
     """
     kafka = _three_broker_cluster
+    _all_brokers_running(kafka)  # also after a test whose restart failed
     yield kafka
-    from datetime import timedelta
-
-    for node in kafka.node_ids:
-        if not kafka.is_alive(node):
-            kafka.restart_broker(node, timeout=timedelta(minutes=2))
+    _all_brokers_running(kafka)
 
 
 @pytest.fixture(scope="session")

@@ -25,6 +25,7 @@ def test_exactly_once_survives_sigkills(kafka_broker, tmp_path):
         partitions=2,
         kills=3,
         max_offsets_per_trigger=300,
+        max_kill_delay_s=2.0,  # a kill within the micro-batch after the first output
         topology="chain",
         files_dir=tmp_path / "files",
     )

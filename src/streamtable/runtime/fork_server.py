@@ -18,11 +18,11 @@ TopologyTestDriver comes out 0.7–0.9 s sooner on 2 cores: ``docs/deployment.md
 In a local session the executor's worker daemon (:mod:`streamtable.runtime.worker_daemon`)
 has imported all of them already. It forks one more process, this server, which listens on a
 Unix socket (``$STREAMTABLE_FORK_SERVER``). Spark's Python interpreter for the session is a
-small launcher (:func:`launcher`): for that one module it runs
+small launcher (:func:`launcher`): for those two modules it runs
 :mod:`streamtable.runtime.fork_client`, which hands its arguments, environment, working
 folder and standard streams to the server; the server forks a child that takes them over and
 runs the module as ``python -m`` would.
-Anything else the launcher starts (the daemon itself, a batch data source's planner) execs the
+Anything else the launcher starts (the daemon itself, a data source's other planners) execs the
 interpreter unchanged, and so does the client when no server answers: without the server,
 Spark's behaviour is unchanged.
 
@@ -211,7 +211,7 @@ def _serve(listener: socket.socket, path: str, made: tuple[int, int] | None, par
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     # (not the forked modules themselves: run as __main__, an imported one would be run twice,
-    # with runpy's warning; the daemon imported what they import)
+    # with runpy's warning; the daemon imported most of what they import)
     gc.collect()
     gc.freeze()
     sel = selectors.DefaultSelector()

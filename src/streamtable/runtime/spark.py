@@ -236,8 +236,9 @@ def _fork_server_launcher(settings: dict[str, str]) -> str | None:
 
     The daemon forks :mod:`streamtable.runtime.fork_server` on a new socket path
     (``spark.executorEnv.STREAMTABLE_FORK_SERVER``, added to ``settings``), and the returned
-    launcher, Spark's Python for the session, hands it the process Spark starts on the driver
-    to plan a stateful query. None (nothing changed): not a local master (``local``,
+    launcher, Spark's Python for the session, hands it the processes Spark starts on the driver
+    at a query start (a stateful query's schema process, a Python streaming source's runner:
+    ``fork_server.FORKED_MODULES``). None (nothing changed): not a local master (``local``,
     ``local[...]``; ``local-cluster`` has executors of its own), streamtable's daemon not in
     use, Spark's Python chosen by the user (``spark.pyspark.python`` set, or
     ``$PYSPARK_PYTHON`` naming another interpreter), the server turned off

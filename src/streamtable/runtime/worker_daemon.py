@@ -20,7 +20,8 @@ This module, set as ``spark.python.daemon.module`` by
 Spark's ``spark-core`` jar on the path when that package is found without it, and then runs
 ``pyspark.daemon``'s manager unchanged: forked workers inherit the imports. With
 ``$STREAMTABLE_FORK_SERVER`` set, it first forks :mod:`streamtable.runtime.fork_server`, which
-gives the same imports to the Python process Spark starts on the driver to plan a stateful query.
+gives the same imports to the Python processes Spark starts on the driver at a query start (a
+stateful query's schema process, a Python streaming source's runner).
 
 The inherited objects (some 83,000 after these imports) are frozen (:func:`gc.freeze`) before
 each fork: PySpark's worker runs a full ``gc.collect()`` after every task, which otherwise walks
