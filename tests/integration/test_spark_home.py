@@ -30,6 +30,19 @@ def test_the_driver_jvm_runs_from_the_local_spark_home_without_archives(spark):
     assert "SPARK_HOME" not in os.environ  # only the JVM keeps it
 
 
+def _worker_parents(spark):
+    """The parent process ids of the Python workers of a two-task ``mapInArrow`` job: the
+    worker daemon's (the function is local, so Spark pickles it by value; the workers do not
+    have the tests folder on their path)."""
+    import pyarrow as pa
+
+    def parent(batches):
+        for _ in batches:
+            yield pa.RecordBatch.from_pydict({"ppid": [os.getppid()]})
+
+    return {r.ppid for r in spark.range(0, 2, 1, 2).mapInArrow(parent, "ppid long").collect()}
+
+
 @pytest.fixture(scope="module")
 def state_processor_processes(spark, tmp_path_factory):
     """Run a ``transformWithStateInPandas`` query once; per Python process that ran the
@@ -110,13 +123,8 @@ def test_stage_and_state_processor_workers_are_forked_by_the_same_daemon(
     (streamtable's record stages) and its ``transformWithState`` runner differed by
     ``SPARK_SIMPLIFIED_TRACEBACK``, so the first stateful batch of every start waited for a
     second daemon to start and import pandas, pyarrow and streamtable (~1 s of a restart)."""
-    import pyarrow as pa
 
-    def parent(batches):
-        for _ in batches:
-            yield pa.RecordBatch.from_pydict({"ppid": [os.getppid()]})
-
-    stages = {r.ppid for r in spark.range(0, 2, 1, 2).mapInArrow(parent, "ppid long").collect()}
+    stages = _worker_parents(spark)
     processors = {p["ppid"] for p in state_processor_processes if p["where"] == "task"}
     assert processors, "no task ran the state processor"
     assert processors == stages, f"processor workers forked by {processors}, stages' by {stages}"
@@ -130,18 +138,13 @@ def test_the_driver_schema_process_is_forked_by_the_daemons_fork_server(
     processor's state variables comes from the fork server (``streamtable.runtime.fork_server``)
     the daemon forks with its modules imported, not from a fresh interpreter that imports
     PySpark, pandas, pyarrow and streamtable (~1.5 s of every start and restart)."""
-    import pyarrow as pa
 
     from streamtable.runtime.fork_server import ENV_VAR
 
     if not spark.sparkContext.environment.get(ENV_VAR):
         pytest.skip("no fork server in this session (not Linux, or turned off)")
 
-    def parent(batches):
-        for _ in batches:
-            yield pa.RecordBatch.from_pydict({"ppid": [os.getppid()]})
-
-    daemons = {r.ppid for r in spark.range(0, 2, 1, 2).mapInArrow(parent, "ppid long").collect()}
+    daemons = _worker_parents(spark)
     drivers = [p for p in state_processor_processes if p["where"] == "driver"]
     assert len(drivers) == 1, state_processor_processes
     assert drivers[0]["ppid"] not in daemons, "the schema process was forked by the daemon itself"
@@ -156,7 +159,6 @@ def test_a_python_streaming_sources_runner_is_forked_by_the_daemons_fork_server(
     such a source): it comes from the fork server the daemon forks with its modules imported,
     not from a fresh interpreter that imports PySpark, pandas and pyarrow (~1 s of each query
     start of a driver)."""
-    import pyarrow as pa
     from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
     from _support import wait_until
@@ -211,10 +213,6 @@ def test_a_python_streaming_sources_runner_is_forked_by_the_daemons_fork_server(
         query.stop()
     runner = json.loads(open(out).read())
 
-    def parent(batches):
-        for _ in batches:
-            yield pa.RecordBatch.from_pydict({"ppid": [os.getppid()]})
-
-    daemons = {r.ppid for r in spark.range(0, 2, 1, 2).mapInArrow(parent, "ppid long").collect()}
+    daemons = _worker_parents(spark)
     assert runner["ppid"] not in daemons, "the runner was forked by the daemon itself"
     assert {runner["grandparent"]} == daemons, (runner, daemons)  # by the server it forked
