@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 import time
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from _support import produce_records
 from streamtable import KafkaStreams
@@ -35,6 +35,11 @@ def _first_committed_record(bootstrap: str, topic: str, timeout_s: float) -> boo
         return False
     finally:
         consumer.close()
+
+
+def _utc(timestamp: str) -> datetime:
+    """A progress report's trigger time (``2026-12-02T13:50:01.123Z``) as an aware datetime."""
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
 
 
 def test_output_leader_killed_mid_run(spark, three_brokers, tmp_path):
@@ -68,10 +73,19 @@ def test_output_leader_killed_mid_run(spark, three_brokers, tmp_path):
     try:
         assert _first_committed_record(bs, echo, timeout_s=180), "no output within 180 s"
         victim = kafka.leader_of(echo, 0)
+        killed_at = datetime.now(UTC)
         kafka.kill_broker(victim)
         app.await_caught_up(timeout=timedelta(minutes=5))
         assert app.state.value == "RUNNING"
         assert kafka.leader_of(echo, 0) != victim
+        # the broker died mid-run: micro-batches planned after the kill still had input
+        after_kill = [
+            p.numInputRows
+            for q in app.queries
+            for p in q.recentProgress
+            if p.numInputRows > 0 and _utc(p.timestamp) > killed_at
+        ]
+        assert after_kill, "the app had read all its input before the broker was killed"
     finally:
         app.close()
     report = verify_outputs(CrashReport(0, "exactly_once_v2", records), bs, source, echo, sums)
