@@ -29,9 +29,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
         elif "/tests/unit/" in path or "/src/" in path:
             item.add_marker(pytest.mark.unit)
-    three = [i for i in items if "three_brokers" in getattr(i, "fixturenames", ())]
-    if three:
-        items[:] = [i for i in items if i not in three] + three
+    items.sort(key=lambda i: "three_brokers" in getattr(i, "fixturenames", ()))  # stable
 
 
 @pytest.fixture(scope="session")
