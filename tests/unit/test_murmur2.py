@@ -4,9 +4,18 @@ Vectors printed by tests/vectors/KafkaVectors.java (Utils.murmur2, Utils.toPosit
 toPositive % n); the first rows include Kafka's own UtilsTest.testMurmur2 cases.
 """
 
+import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from streamtable.serde.murmur2 import default_partition, murmur2, to_positive
+from streamtable.serde.murmur2 import (
+    default_partition,
+    default_partitions,
+    murmur2,
+    murmur2_many,
+    to_positive,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -82,3 +91,40 @@ def test_to_positive(n, expected):
 def test_default_partition_errors(key, n, match):
     with pytest.raises(ValueError, match=match):
         default_partition(key, n)
+
+
+def test_a_column_hashes_as_the_java_client_does():
+    keys = [bytes.fromhex(row[0]) for row in JAVA_VECTORS] + [k for k, _ in KAFKA_UTILS_TEST]
+    column = pa.array(keys, pa.binary())
+    expected = [row[1] for row in JAVA_VECTORS] + [h for _, h in KAFKA_UTILS_TEST]
+    assert murmur2_many(column).tolist() == expected
+    for i, n in enumerate((3, 4, 7, 12)):
+        got = default_partitions(column, n).to_pylist()[: len(JAVA_VECTORS)]
+        assert got == [row[3 + i] for row in JAVA_VECTORS]
+
+
+@given(
+    st.lists(st.one_of(st.none(), st.binary(max_size=40)), max_size=30),
+    st.sampled_from([0, 8, 16]),
+    st.integers(1, 50),
+    st.integers(0, 3),
+)
+def test_a_column_equals_one_key_at_a_time(keys, drop_last, num_partitions, skip):
+    """Windowed keys (inner key + suffix), nulls and a sliced column (an Arrow offset)."""
+    suffixed = [None if k is None else k + bytes(range(drop_last)) for k in keys]
+    column = pa.array([b"x" * 9] * skip + suffixed, pa.binary()).slice(skip)
+    assert default_partitions(column, num_partitions, drop_last=drop_last).to_pylist() == [
+        None if k is None else default_partition(k, num_partitions) for k in keys
+    ]
+    assert [
+        h
+        for h, k in zip(murmur2_many(column, drop_last=drop_last), keys, strict=True)
+        if k is not None
+    ] == [murmur2(k) for k in keys if k is not None]
+
+
+def test_a_column_errors():
+    with pytest.raises(ValueError, match="positive int"):
+        default_partitions(pa.array([b"a"]), 0)
+    with pytest.raises(ValueError, match="value 1 has 3 bytes, fewer than the 8 to drop"):
+        murmur2_many(pa.array([bytes(8), b"abc"]), drop_last=8)

@@ -4,10 +4,18 @@ import pyarrow as pa
 import pytest
 
 from _support import frame_batch
-from streamtable.compiler.codecs import LongColumnCodec, PickleCodec, SerdeCodec, WindowedCodec
+from streamtable.compiler.codecs import (
+    LongColumnCodec,
+    PickleCodec,
+    SerdeCodec,
+    SessionWindowedCodec,
+    WindowedCodec,
+)
+from streamtable.compiler.lower.sink import WindowedPartitioner, windowed_partitioner
 from streamtable.compiler.record_stage import RecordStage, StageOp
 from streamtable.errors import DeserializationError, StreamsError
 from streamtable.serde import Serdes, Windowed
+from streamtable.serde.murmur2 import default_partition
 from streamtable.topology.nodes import RecordOpKind
 
 STR = SerdeCodec(Serdes.string())
@@ -153,6 +161,39 @@ def test_a_partitioner_returning_anything_but_one_partition_or_none_is_named(ret
         r"return one partition \(an int from 0 to 2\) or None .*KIP-837",
     ):
         run(stage, [(b"a", b"x", 0, 0, 0)])
+
+
+@pytest.mark.parametrize("session", [False, True], ids=["time", "session"])
+def test_a_windowed_sink_keeps_the_key_bytes_and_partitions_by_the_inner_key(session, monkeypatch):
+    """A windowed aggregation's updates going to a sink with its windowed serde: the internal
+    key bytes are the serde's already (passed through, not decoded and encoded again), and
+    each record's partition is Kafka Streams' ``WindowedStreamPartitioner``'s (the inner key's
+    murmur2), computed from the bytes; a null key goes to the producer.
+    """
+    if session:
+        internal, serde = SessionWindowedCodec(STR), Serdes.session_windowed(Serdes.string())
+    else:
+        internal = WindowedCodec(STR, 60_000)
+        serde = Serdes.time_windowed(Serdes.string(), 60_000)
+    windows = [Windowed(f"user-{i}", i * 60_000, i * 60_000 + 60_000) for i in range(40)]
+    stage = RecordStage(
+        ops=(),
+        in_key=internal,
+        in_value=PickleCodec(),
+        out_key=SerdeCodec(serde),
+        out_value=SerdeCodec(Serdes.long()),
+        partitioner=windowed_partitioner(SerdeCodec(serde)),
+        num_partitions=7,
+    )
+    keys = internal.encode_many(windows) + [None]
+    # from the bytes: never one call per deserialized key
+    monkeypatch.setattr(WindowedPartitioner, "__call__", lambda *a: pytest.fail("called per key"))
+    out = run(stage, [(k, pickle.dumps(i), i) for i, k in enumerate(keys)])
+    assert [r["key"] for r in out] == [serde.serialize(w) for w in windows] + [None]
+    assert [r["value"] for r in out] == [Serdes.long().serialize(i) for i in range(41)]
+    assert [r["sink_partition"] for r in out] == [
+        default_partition(w.key.encode(), 7) for w in windows
+    ] + [None]
 
 
 def test_windowed_codec_matches_kafka_time_windowed_serde():

@@ -190,6 +190,31 @@ class SessionWindowedCodec(Codec):
         return Serdes.session_windowed(inner)
 
 
+def same_bytes(a: Codec, b: Codec) -> bool:
+    """Whether a column in codec ``a`` already holds what codec ``b`` would encode: equal
+    codecs, or two codecs of one user serde (a windowed aggregation's internal keys are the
+    bytes of its sink's ``time_windowed`` serde of the same inner serde and size).
+
+    Examples
+    --------
+    >>> from streamtable.serde import Serdes
+    >>> internal = WindowedCodec(SerdeCodec(Serdes.string()), 60_000)
+    >>> same_bytes(internal, SerdeCodec(Serdes.time_windowed(Serdes.string(), 60_000)))
+    True
+    >>> same_bytes(internal, SerdeCodec(Serdes.time_windowed(Serdes.string(), 1_000)))
+    False
+    >>> long = SerdeCodec(Serdes.long())
+    >>> same_bytes(PickleCodec(), long), same_bytes(LongColumnCodec(), long)
+    (False, False)
+    """
+    if a == b:
+        return True
+    if a.native_long or b.native_long:
+        return False
+    serde = a.serde()
+    return serde is not None and serde == b.serde()
+
+
 def codec_for(serde: Serde | None) -> Codec:
     """The codec holding ``serde``'s bytes, or the internal pickle codec when ``serde`` is None."""
     return PickleCodec() if serde is None else SerdeCodec(serde)

@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from streamtable.compiler.codecs import Codec, PresenceCodec
+from streamtable.compiler.codecs import Codec, PresenceCodec, same_bytes
 from streamtable.compiler.dead_letters import (
     DESERIALIZATION,
     PROCESSING,
@@ -234,8 +234,17 @@ class RecordStage:
         """Run the chain over Arrow batches; write dead letters at the end of the task."""
         schema = self._schema()
         kinds = {op.kind for op in self.ops}
+        # a windowed sink's partitions come from the keys' bytes; a custom partitioner's from
+        # the deserialized records
+        over_bytes = getattr(self.partitioner, "over_bytes", None)
+        by_bytes = (
+            None if over_bytes is None else over_bytes(self.out_key.serde(), self.num_partitions)
+        )
+        by_records = self.partitioner is not None and by_bytes is None
+        rekey = not same_bytes(self.in_key, self.out_key)
+        revalue = not same_bytes(self.in_value, self.out_value)
         needs_key = bool(kinds & _KEY_OPS) or self.timestamp_extractor is not None
-        needs_key = needs_key or self.partitioner is not None or self.in_key != self.out_key
+        needs_key = needs_key or by_records or rekey
         # a source stage deserializes key and value to validate them (Kafka Streams' source
         # node deserializes both), unless the serde accepts any bytes
         validate = self.source_errors is not None
@@ -243,7 +252,7 @@ class RecordStage:
         key_changed = bool(kinds & KEY_CHANGING)
         value_changed = bool(kinds & VALUE_CHANGING)
         needs_value = bool(self.ops) or self.timestamp_extractor is not None
-        needs_value = needs_value or self.partitioner is not None or self.in_value != self.out_value
+        needs_value = needs_value or by_records or revalue
         needs_value = needs_value or (validate and not accepts_any_bytes(self.in_value))
         writer = None if self.dead_letters is None else DeadLetterWriter(self.dead_letters)
         letters: list[DeadLetter] = []
@@ -259,9 +268,10 @@ class RecordStage:
                     schema,
                     needs_key or key_changed,
                     needs_value,
-                    key_changed,
-                    value_changed,
+                    key_changed or rekey,
+                    value_changed or revalue,
                     letters,
+                    by_bytes,
                 )
                 if writer is not None and letters:
                     writer.write(letters, slot)
@@ -288,6 +298,7 @@ class RecordStage:
         key_changed: bool,
         value_changed: bool,
         letters: list[DeadLetter],
+        by_bytes: Callable[[pa.Array], pa.Array] | None,
     ) -> pa.RecordBatch:
         raw_k, raw_v, ts_in, part, off, seq_in, topic = frame_columns(batch)
         cols = _Batch(raw_k, raw_v, ts_in, part, off, topic, letters)
@@ -347,11 +358,11 @@ class RecordStage:
         # Output columns: whatever derives from the input record goes through Arrow's take by
         # origin index (C speed); only changed keys/values are encoded from Python objects.
         take = pa.array(origin, pa.int64())
-        if key_changed or self.in_key != self.out_key:
+        if key_changed:
             out_k = self._encode_arrow(self.out_key, K, "key")
         else:
             out_k = _null_where_none(batch.column(0).take(take), K if needs_key else None)
-        if value_changed or self.in_value != self.out_value:
+        if value_changed:
             out_v = self._encode_arrow(self.out_value, V, "value")
         else:
             out_v = _null_where_none(batch.column(1).take(take), V if needs_value else None)
@@ -382,7 +393,9 @@ class RecordStage:
                 arrays[c] = pa.concat_arrays([arrays[c], batch.column(c).take(gone)])
             reasons = [None] * len(origin) + [r for _, r in reported]
             arrays.append(pa.array(reasons, pa.string()))
-        if self.partitioner is not None:
+        if by_bytes is not None:
+            arrays.append(by_bytes(arrays[0]))  # the reported rows' null keys: null partitions
+        elif self.partitioner is not None:
             parts = self._partitions(K, V) + [None] * len(reported)
             arrays.append(pa.array(parts, pa.int32()))
         return pa.RecordBatch.from_arrays(

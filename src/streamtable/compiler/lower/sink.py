@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -12,7 +15,7 @@ from streamtable.compiler.codecs import Codec, SerdeCodec
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.errors import TopologyError
 from streamtable.serde import Serde
-from streamtable.serde.murmur2 import default_partition
+from streamtable.serde.murmur2 import default_partition, default_partitions
 from streamtable.serde.windowed import SessionWindowedSerde, TimeWindowedSerde
 from streamtable.topology.nodes import FileSinkNode, SinkNode
 
@@ -82,6 +85,38 @@ class WindowedPartitioner:
         if key is None:
             return None
         return default_partition(self.inner.serialize(key.key), num_partitions)
+
+    def over_bytes(
+        self, key_serde: Serde | None, num_partitions: int
+    ) -> Callable[[pa.Array], pa.Array] | None:
+        """The partitions of a column of windowed keys already serialized with ``key_serde``,
+        from their bytes (the inner key's bytes are a prefix of the windowed key's): the same
+        partitions as :meth:`__call__` gives the deserialized keys, hashed with numpy instead
+        of one Python call per key. ``None`` when ``key_serde`` is not a windowed serde of this
+        partitioner's inner serde, or the partition count is unknown (the caller then calls the
+        partitioner per key).
+
+        Examples
+        --------
+        >>> from streamtable import Serdes
+        >>> from streamtable.serde import Windowed
+        >>> p = WindowedPartitioner(Serdes.string())
+        >>> serde = Serdes.time_windowed(Serdes.string(), 60_000)
+        >>> keys = pa.array([serde.serialize(Windowed("alice", 0, 60_000)), None], pa.binary())
+        >>> p.over_bytes(serde, 6)(keys).to_pylist()
+        [3, None]
+        >>> p.over_bytes(Serdes.string(), 6) is None
+        True
+        """
+        if num_partitions <= 0 or getattr(key_serde, "inner", None) != self.inner:
+            return None
+        if isinstance(key_serde, TimeWindowedSerde):
+            drop_last = 8  # the window start
+        elif isinstance(key_serde, SessionWindowedSerde):
+            drop_last = 16  # the session's end and start
+        else:
+            return None
+        return partial(default_partitions, num_partitions=num_partitions, drop_last=drop_last)
 
 
 def windowed_partitioner(key: Codec) -> WindowedPartitioner | None:
