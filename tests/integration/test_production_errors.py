@@ -6,10 +6,12 @@ import threading
 from datetime import timedelta
 
 import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from _support import ensure_topics, produce_values, read_topic
 from streamtable import KafkaStreams, Serdes, StreamsBuilder
 from streamtable.errors import StreamsError
+from streamtable.runtime.task_output import OutputSpec, TaskOutput
 
 
 def _topology(src: str, out: str):
@@ -62,3 +64,50 @@ def test_fail_stops_the_app_naming_the_topic(kafka_broker, spark, topic_name, ap
     finally:
         app.close()
     assert read_topic(bs, out) == []
+
+
+def test_a_column_of_records_is_written_in_order_and_a_rejected_one_skipped(
+    kafka_broker, topic_name
+):
+    """``TaskOutput.produce_many`` (the sinks' and changelog writers' path): each record goes
+    to its topic and partition with its timestamp, in order; under ``continue`` a record the
+    client rejects is skipped and counted, and the others are written.
+    """
+    bs = kafka_broker.bootstrap_servers
+    a, b = topic_name("a"), topic_name("b")
+    ensure_topics(bs, {a: 2, b: 1})
+    spec = OutputSpec(
+        "columns",
+        "q.sink",
+        {"bootstrap.servers": bs, "message.max.bytes": 10000},
+        production_handler="continue",
+    )
+    out = TaskOutput(spec)
+    out.produce_many(
+        [a, a, b, a],
+        [b"k1", b"k2", b"big", None],
+        [b"v1", b"v2", b"x" * 15000, b"v4"],
+        [1000, 2000, 3000, 4000],
+        [1, 0, None, 1],
+    )
+    out.close()
+    assert (out.produced, out.rejected) == (3, 1)
+    assert read_topic(bs, b) == []
+    consumer = Consumer(
+        {"bootstrap.servers": bs, "group.id": topic_name("g"), "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition(a, p, OFFSET_BEGINNING) for p in (0, 1)])
+    got = []
+    while len(got) < 3:
+        msg = consumer.poll(30)
+        assert msg is not None and msg.error() is None
+        got.append((msg.partition(), msg.key(), msg.value(), msg.timestamp()[1]))
+    consumer.close()
+    assert sorted(got, key=lambda g: (g[0], g[3])) == [
+        (0, b"k2", b"v2", 2000),
+        (1, b"k1", b"v1", 1000),
+        (1, None, b"v4", 4000),
+    ]
+    assert [g for g in got if g[0] == 1] == [(1, b"k1", b"v1", 1000), (1, None, b"v4", 4000)]
+    with pytest.raises(ValueError, match="the columns differ in length"):
+        TaskOutput(spec).produce_many(a, [b"k"], [b"v", b"w"])

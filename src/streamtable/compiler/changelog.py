@@ -146,10 +146,13 @@ class ChangelogWriter:
                     keys = batch.column(names.index("key")).to_pylist()
                     values = self.encode(batch.column(names.index("value")).to_pylist())
                     ts = batch.column(names.index("ts")).to_pylist()
-                    suffix = self.key_suffix
-                    for key, value, t in zip(keys, values, ts, strict=True):
-                        if key is not None:
-                            out.produce(self.topic, key + suffix, value, timestamp=t)
+                    if None in keys:  # Kafka Streams' stores take no null key
+                        kept = [i for i, k in enumerate(keys) if k is not None]
+                        keys, values, ts = ([c[i] for i in kept] for c in (keys, values, ts))
+                    if self.key_suffix:
+                        suffix = self.key_suffix
+                        keys = [k + suffix for k in keys]
+                    out.produce_many(self.topic, keys, values, ts)
                 yield batch
             out.close()
         except StreamsError as e:

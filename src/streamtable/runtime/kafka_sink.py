@@ -78,14 +78,7 @@ class PartitionWriter:
         topics = batch.column(names.index("topic")).to_pylist()
         ts = batch.column(names.index("ts")).to_pylist() if "ts" in names else None
         parts = batch.column(names.index("partition")).to_pylist() if "partition" in names else None
-        for i in range(batch.num_rows):
-            out.produce(
-                topics[i],
-                keys[i],
-                values[i],
-                timestamp=None if ts is None else ts[i],
-                partition=None if parts is None else parts[i],
-            )
+        out.produce_many(topics, keys, values, ts, parts)
 
 
 def _slots(batch: pa.RecordBatch) -> list[str | None]:

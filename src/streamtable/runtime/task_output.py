@@ -37,6 +37,7 @@ import traceback
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import TYPE_CHECKING, Any
 
 from streamtable.errors import StreamsError
@@ -771,8 +772,6 @@ class TaskOutput:
         StreamsError
             When the client rejects the record and ``production.exception.handler`` is ``fail``.
         """
-        from confluent_kafka import KafkaException
-
         self._ensure_open()
         if self._skip:
             return
@@ -783,19 +782,74 @@ class TaskOutput:
             kwargs["headers"] = list(headers)
         if partition is not None and partition >= 0:
             kwargs["partition"] = int(partition)
+        self._send(topic, kwargs)
+
+    def produce_many(
+        self,
+        topics: str | Sequence[str],
+        keys: Sequence[bytes | None],
+        values: Sequence[bytes | None],
+        timestamps: Sequence[int | None] | None = None,
+        partitions: Sequence[int | None] | None = None,
+    ) -> None:
+        """:meth:`produce` record ``i`` of the columns — ``keys[i]``, ``values[i]``, to
+        ``topics`` (one name for all, or one per record), with ``timestamps[i]`` and
+        ``partitions[i]`` when given — in order: the same records, errors and handlers, with
+        the per-call checks done once.
+
+        Raises
+        ------
+        ValueError
+            If the columns differ in length.
+        StreamsError
+            As :meth:`produce`.
+        """
+        n = len(keys)
+        columns = (values, timestamps, partitions, None if isinstance(topics, str) else topics)
+        if any(c is not None and len(c) != n for c in columns):
+            raise ValueError("produce_many(): the columns differ in length")
+        self._ensure_open()
+        if self._skip:
+            return
+        send = self._send
+        delivered = self._delivered
+        rows = zip(
+            repeat(topics) if isinstance(topics, str) else topics,
+            keys,
+            values,
+            repeat(None) if timestamps is None else timestamps,
+            repeat(None) if partitions is None else partitions,
+            strict=False,  # lengths checked above; repeat() is endless
+        )
+        for topic, key, value, t, p in rows:
+            kwargs: dict[str, Any] = {"key": key, "value": value, "on_delivery": delivered}
+            if t is not None:
+                kwargs["timestamp"] = t
+            if p is not None and p >= 0:
+                kwargs["partition"] = p
+            send(topic, kwargs)
+
+    def _send(self, topic: str, kwargs: dict[str, Any]) -> None:
+        """Hand one record to the producer, waiting while its queue is full."""
         while True:
             try:
                 self._producer.produce(topic, **kwargs)
                 break
             except BufferError:
                 self._poll(0.05)
-            except KafkaException as e:
+            except SystemError as e:  # confluent-kafka reports a fatal error this way
+                raise self._fatal_with_cause(e) from e
+            except Exception as e:
+                # imported here, off the per-record path (an import statement per record cost
+                # a tenth of a changelog writer's time)
+                from confluent_kafka import KafkaException
+
+                if not isinstance(e, KafkaException):
+                    raise
                 if _is_fatal(e):
                     raise self._fatal_with_cause(e) from e
                 self._reject(topic, str(e), _never_skipped(e.args[0] if e.args else None))
                 return
-            except SystemError as e:  # confluent-kafka reports a fatal error this way
-                raise self._fatal_with_cause(e) from e
         self.produced += 1
         if self.produced % 10000 == 0:
             self._poll(0)
