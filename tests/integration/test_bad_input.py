@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 
 from _support import ensure_topics, produce_values, read_topic
-from streamtable import KafkaStreams, Serdes, StreamsBuilder
+from streamtable import KafkaStreams, Serdes, StreamsBuilder, TimeWindows
 from streamtable.errors import MissingSourceTopicError, StreamsError
 from streamtable.runtime.kafka_streams import State
 
@@ -110,12 +110,14 @@ def _fails_to_serialize(bootstrap_servers, topology, config, out, match):
     assert read_topic(bootstrap_servers, out) == []
 
 
+@pytest.mark.parametrize("windowed", [False, True], ids=["unwindowed", "windowed"])
 def test_an_aggregate_the_sinks_serde_cannot_write_fails_naming_the_aggregation(
-    kafka_broker, spark, topic_name, app_config
+    kafka_broker, spark, topic_name, app_config, windowed
 ):
-    """A Python aggregation followed by a sink emits its updates in the sink's serde; an
-    aggregate of another type fails the application with the aggregation's name and the
-    serde to fix (Kafka Streams fails likewise when its sink's serializer rejects one).
+    """A Python aggregation followed by a sink emits its updates in the sink's serde (a
+    windowed one too); an aggregate of another type fails the application with the
+    aggregation's name and the serde to fix (Kafka Streams fails likewise when its sink's
+    serializer rejects one).
     """
     bs = kafka_broker.bootstrap_servers
     src, out = topic_name("in"), topic_name("out")
@@ -123,10 +125,15 @@ def test_an_aggregate_the_sinks_serde_cannot_write_fails_naming_the_aggregation(
     produce_values(bs, src, [("a", b"x"), ("a", b"y")])
     b = StreamsBuilder()
     S = Serdes.string()
+    grouped = b.stream(src, key_serde=S, value_serde=S).group_by_key()
+    key_serde = S
+    if windowed:
+        grouped = grouped.windowed_by(TimeWindows.of_size_with_no_grace(timedelta(minutes=1)))
+        key_serde = Serdes.time_windowed(S, 60_000)
     # an unnamed store has no changelog: the fold emits straight in the sink's serde
-    b.stream(src, key_serde=S, value_serde=S).group_by_key().reduce(
-        lambda a, v: a + v
-    ).to_stream().to(out, key_serde=S, value_serde=Serdes.long())
+    grouped.reduce(lambda a, v: a + v).to_stream().to(
+        out, key_serde=key_serde, value_serde=Serdes.long()
+    )
     _fails_to_serialize(
         bs,
         b.build(),

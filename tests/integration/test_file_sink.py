@@ -202,3 +202,36 @@ def test_the_test_driver_writes_the_files_too(spark, tmp_path):
     table = read_files(tmp_path / "out")
     assert table.schema.field("key").type == "int32"
     assert sorted((r["key"], r["value"]) for r in table.to_pylist()) == sorted(values)
+
+
+def test_a_windowed_count_reaches_the_files_without_a_python_stage(spark, tmp_path):
+    """A windowed aggregation's keys are its windowed serde's bytes and a count's values the
+    Long serde's already: no Python stage re-encodes them after the aggregation.
+    """
+    from datetime import timedelta
+
+    from streamtable import TimeWindows
+    from streamtable.testing import TopologyTestDriver
+
+    windowed = Serdes.time_windowed(S, 60_000)
+    b = StreamsBuilder()
+    (
+        b.stream("in", key_serde=S, value_serde=S)
+        .group_by_key()
+        .windowed_by(TimeWindows.of_size_with_no_grace(timedelta(minutes=1)))
+        .count()
+        .to_stream()
+        .to_files(tmp_path / "out", key_serde=windowed, value_serde=L, format="parquet")
+    )
+    with TopologyTestDriver(b.build()) as driver:
+        topic = driver.create_input_topic("in", S, S)
+        for key, ts in [("a", 1_000), ("a", 2_000), ("b", 3_000), ("a", 61_000)]:
+            topic.pipe_input(key, "v", timestamp=ts)
+        plans = [p.df._jdf.queryExecution().analyzed().toString() for p in driver._plans]
+    (plan,) = plans
+    assert "MapInArrow RecordStage" not in plan.split("TransformWithState")[0], plan
+    last = {}
+    for r in sorted(read_files(tmp_path / "out").to_pylist(), key=lambda r: r["offset"]):
+        w = windowed.deserialize(r["key"])
+        last[(w.key, w.start)] = r["value"]
+    assert last == {("a", 0): 2, ("b", 0): 1, ("a", 60_000): 1}

@@ -164,7 +164,7 @@ class Lowerer:
         if isinstance(node, AggregateNode):
             return self._aggregate(node, want_value=want_value)
         if isinstance(node, SuppressNode):
-            return self._suppress(node)
+            return self._suppress(node, want_value=want_value)
         if isinstance(node, TableSourceNode):
             return lower_table_upserts(self.ctx, node)
         if isinstance(node, TableOpNode):
@@ -287,18 +287,27 @@ class Lowerer:
         parent = validated(self.ctx, parent)
         if node.windows is not None:
             return lower_windowed_aggregate(
-                self.ctx, node, parent, emit_final=emit_final, with_old=with_old
+                self.ctx,
+                node,
+                parent,
+                emit_final=emit_final,
+                with_old=with_old,
+                want_value=want_value,
             )
         return lower_aggregate(self.ctx, node, parent, want_value, with_old=with_old)
 
-    def _suppress(self, node: SuppressNode, with_old: bool = False) -> Frame:
+    def _suppress(
+        self, node: SuppressNode, with_old: bool = False, want_value: Codec | None = None
+    ) -> Frame:
         spec = node.suppress
         assert spec is not None
         parent = self.nodes[node.parents[0]]
         if spec.until_window_closes:
             # validated at build time: the parent is a windowed aggregation
             assert isinstance(parent, AggregateNode)
-            return self._aggregate(parent, emit_final=spec, with_old=with_old)
+            return self._aggregate(
+                parent, emit_final=spec, want_value=want_value, with_old=with_old
+            )
         if with_old:  # the updates of a stream aggregation, with their old aggregates
             assert isinstance(parent, AggregateNode)
             return lower_suppress(self.ctx, node, self._aggregate(parent, with_old=True), True)

@@ -94,7 +94,7 @@ def lower_aggregate(
         return _lower_native(ctx, node, parent.with_(df=df), native)
 
     ctx.uses_tws = True
-    out_codec = PickleCodec() if with_old else _output_codec(ctx, node, want_value)
+    out_codec = PickleCodec() if with_old else fold_output_codec(ctx, node, want_value)
     spec = AggregateSpec(
         node.name, agg, parent.key_codec, parent.value_codec, out_codec, with_old=with_old
     )
@@ -157,11 +157,11 @@ def _lower_native(ctx: CompileContext, node: AggregateNode, parent: Frame, nativ
     return _logged(ctx, node, frame)
 
 
-def _output_codec(ctx: CompileContext, node: AggregateNode, want: Codec | None) -> Codec:
-    """The encoding of a Python fold's updates: the serde of the sink they go to (``want``)
-    when the store's changelog, if any, has the same serde (its writer then takes them as they
-    are); else pickled, so that a changelog in another serde gets the aggregates themselves,
-    not their round trip through the sink's serde.
+def fold_output_codec(ctx: CompileContext, node: AggregateNode, want: Codec | None) -> Codec:
+    """The encoding of a Python fold's updates (windowed or not): the serde of the sink they go
+    to (``want``) when the store's changelog, if any, has the same serde (its writer then takes
+    them as they are); else pickled, so that a changelog in another serde gets the aggregates
+    themselves, not their round trip through the sink's serde.
     """
     codec = result_codec(want)
     store_serde = node.store_value_serde or ctx.config.default_value_serde

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-from streamtable.compiler.codecs import Codec, PickleCodec, PresenceCodec
+from streamtable.compiler.codecs import Codec, PickleCodec, PresenceCodec, same_bytes
 from streamtable.compiler.dead_letters import DESERIALIZATION, PROCESSING, DeadLetterSpec
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.compiler.metrics import count_and_drop
@@ -222,6 +222,19 @@ def convert(ctx: CompileContext, frame: Frame, key: Codec | None, value: Codec |
     (raw topic data in the wanted codecs that :func:`natively_valid` finds valid needs none,
     nor such data going to a native ``count``, which only reads whether values are null).
     """
+    # columns an operator wrote already holding the wanted bytes (a windowed aggregation's
+    # keys for its windowed serde, say) only change their label (raw topic data is validated
+    # in its own codecs first)
+    if frame.pending_source is None:
+        fused = frame.fused_changelog
+        if key is not None and frame.key_codec != key and same_bytes(frame.key_codec, key):
+            frame = frame.with_(key_codec=key, fused_changelog=fused)
+        if (
+            value is not None
+            and frame.value_codec != value
+            and same_bytes(frame.value_codec, value)
+        ):
+            frame = frame.with_(value_codec=value, fused_changelog=fused)
     key_ok = key is None or frame.key_codec == key
     value_ok = value is None or frame.value_codec == value
     if key_ok and value_ok:

@@ -22,6 +22,7 @@ from streamtable.compiler.codecs import (
 )
 from streamtable.compiler.frame import CompileContext, Frame
 from streamtable.compiler.late_records import LateRecordsWriter
+from streamtable.compiler.lower.aggregate import fold_output_codec
 from streamtable.compiler.lower.paged import frame_columns_only, run_paged
 from streamtable.compiler.metrics import count_and_drop
 from streamtable.compiler.paged.processor import LATE
@@ -94,6 +95,7 @@ def lower_windowed_aggregate(
     *,
     emit_final: SuppressSpec | None = None,
     with_old: bool = False,
+    want_value: Codec | None = None,
 ) -> Frame:
     """Aggregate ``parent`` (keyed by the group key codec) per key and window.
 
@@ -102,7 +104,9 @@ def lower_windowed_aggregate(
     the windowed key, the aggregate as value; session merges also emit tombstones for the
     merged-away sessions. ``with_old`` adds a column ``old``, each changed window's
     aggregate before the micro-batch (with ``emit_final``: before the last micro-batch that
-    changed it; pickled, as ``value``).
+    changed it; pickled, as ``value`` then is). Values are pickled, or in the serde
+    ``want_value`` names (a sink's) when :func:`.aggregate.fold_output_codec` allows it: the
+    sink and a changelog in that serde then take the bytes as they are.
 
     Raises
     ------
@@ -128,6 +132,7 @@ def lower_windowed_aggregate(
     report = ctx.first_report(node.name)
     df = count_and_drop(ctx, parent.df, checks, observe=report)
     retention = node.retention_ms or default_retention_ms(windows)
+    out_codec = PickleCodec() if with_old else fold_output_codec(ctx, node, want_value)
     spec = WindowAggregateSpec(
         node_name=node.name,
         aggregation=agg,
@@ -140,6 +145,7 @@ def lower_windowed_aggregate(
         buffer_max_records=None if emit_final is None else emit_final.max_records,
         buffer_max_bytes=None if emit_final is None else emit_final.max_bytes,
         with_old=with_old,
+        out_codec=out_codec,
     )
     writer = None
     if spec.keep_late:
@@ -165,7 +171,7 @@ def lower_windowed_aggregate(
     frame = Frame(
         out if with_old else frame_columns_only(out),
         windowed_key_codec(parent.key_codec, windows),
-        PickleCodec(),
+        out_codec,
         stateful=True,
     )
     if not node.queryable:

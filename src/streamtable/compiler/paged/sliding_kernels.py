@@ -145,7 +145,7 @@ class BoundaryEmitKernel(WindowKernel):
         (``WindowAggregateSpec.with_old``), which it no longer needs then; with ``olds``, the
         value released becomes the old value of the window's next change in the micro-batch.
         """
-        value = pickle.dumps(w[0], protocol=5)
+        value = self.encode(w[0])
         prev = w[3] if len(w) > 3 else None
         del w[3:]
         if olds is not None:

@@ -34,12 +34,12 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamtable.compiler.codecs import Codec
+from streamtable.compiler.codecs import Codec, PickleCodec
 from streamtable.compiler.pack_stage import STATE_PAGES
 from streamtable.compiler.paged.processor import LATE
 from streamtable.compiler.paged.records import Out, Rec
 from streamtable.compiler.paged.user_code import call_user
-from streamtable.errors import StreamsError
+from streamtable.errors import SerializationError, StreamsError
 from streamtable.topology.nodes import Aggregation, CustomWindowSpec, TimeWindowSpec, WindowSpec
 
 _LONG = struct.Struct(">q")
@@ -124,6 +124,9 @@ class WindowAggregateSpec:
         (``InMemoryTimeOrderedKeyValueChangeBuffer``). Across a restart that adds the filter,
         a window held from before has no old value (its final result sends nothing when it
         fails); one that removes it keeps a held window's fourth item until its final result.
+    out_codec : Codec
+        How emitted aggregates are encoded: pickled, or in the serde of the sink the updates
+        go to (see :func:`streamtable.compiler.lower.aggregate.fold_output_codec`).
     """
 
     node_name: str
@@ -137,6 +140,7 @@ class WindowAggregateSpec:
     buffer_max_records: int | None = None
     buffer_max_bytes: int | None = None
     with_old: bool = False
+    out_codec: Codec = field(default_factory=PickleCodec)
 
 
 @dataclass
@@ -385,8 +389,29 @@ class WindowKernel:
         """The update record of a changed window (emit-on-update), with the window's pickled
         aggregate before the micro-batch ``old`` when the kernel tracks it.
         """
-        value = pickle.dumps(window[0], protocol=5)
+        value = self.encode(window[0])
         return Out.of(rec, self.window_key(gk, start, end), value, old, ts=window[1])
+
+    def encode(self, aggregate: Any) -> bytes | None:
+        """An emitted aggregate's bytes in ``spec.out_codec``.
+
+        Raises
+        ------
+        SerializationError
+            If the serde of the sink the updates go to cannot serialize the aggregate (Kafka
+            Streams fails likewise when its sink's serializer rejects the record).
+        """
+        codec = self.spec.out_codec
+        if type(codec) is PickleCodec:
+            return pickle.dumps(aggregate, protocol=5)
+        try:
+            return codec.encode_many([aggregate])[0]
+        except SerializationError as e:
+            raise SerializationError(
+                f"Failed to serialize an aggregate of {self.spec.node_name!r} for the sink it "
+                f"is written to: {e}. Give that sink a value serde that fits the aggregate's "
+                "type (KStream.to(value_serde=...), to_files(value_serde=...))."
+            ) from e
 
     def after_batch(
         self, entries: dict[bytes, Any], meta: dict[str, Any], low: int | None
@@ -453,7 +478,7 @@ class WindowKernel:
                         key = self.window_key(gk, start, end)
                         prev = w[3] if len(w) > 3 else None  # see WindowAggregateSpec.with_old
                         del w[3:]  # no longer needed once the final result is out
-                        out = Out(key, pickle.dumps(w[0], protocol=5), prev, w[1])
+                        out = Out(key, self.encode(w[0]), prev, w[1])
                         finals.append((end, key, out))
                     elif key_next is None or close < key_next:
                         key_next = close
