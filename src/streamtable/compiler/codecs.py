@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from streamtable.errors import SerializationError
 from streamtable.serde import Serde, Windowed
 
 
@@ -188,6 +189,28 @@ class SessionWindowedCodec(Codec):
         from streamtable.serde import Serdes
 
         return Serdes.session_windowed(inner)
+
+
+def encode_for_sink(codec: Codec, value: Any, what: str, fits: str) -> bytes | None:
+    """An operator's result ``value`` in ``codec``: pickled for a Python consumer, or already
+    in the serde of the sink the results go to (which then needs no Python stage).
+
+    Raises
+    ------
+    SerializationError
+        If that serde cannot serialize ``value``, naming ``what`` (``"an aggregate of 'X'"``)
+        and the value serde to give the sink (``fits``: what it must fit); Kafka Streams fails
+        likewise when its sink's serializer rejects the record.
+    """
+    if type(codec) is PickleCodec:
+        return pickle.dumps(value, protocol=5)
+    try:
+        return codec.encode_many([value])[0]
+    except SerializationError as e:
+        raise SerializationError(
+            f"Failed to serialize {what} for the sink it is written to: {e}. Give that sink a "
+            f"value serde that fits {fits}"
+        ) from e
 
 
 def same_bytes(a: Codec, b: Codec) -> bool:

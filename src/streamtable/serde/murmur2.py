@@ -99,15 +99,19 @@ def default_partition(key_bytes: bytes | bytearray | memoryview, num_partitions:
             "default_partition(): key_bytes is None; records with a null key are not "
             "hash-partitioned (the Java producer uses sticky partitioning for them)"
         )
+    _check_partitions("default_partition", num_partitions)
+    return to_positive(murmur2(key_bytes)) % num_partitions
+
+
+def _check_partitions(function: str, num_partitions: object) -> None:
     if (
         isinstance(num_partitions, bool)
         or not isinstance(num_partitions, int)
         or num_partitions <= 0
     ):
         raise ValueError(
-            f"default_partition(): num_partitions must be a positive int, got {num_partitions!r}"
+            f"{function}(): num_partitions must be a positive int, got {num_partitions!r}"
         )
-    return to_positive(murmur2(key_bytes)) % num_partitions
 
 
 def murmur2_many(keys: pa.Array, *, drop_last: int = 0) -> np.ndarray:
@@ -207,14 +211,7 @@ def default_partitions(keys: pa.Array, num_partitions: int, *, drop_last: int = 
     >>> default_partitions(pa.array([b"kafka", None]), 4).to_pylist()
     [0, None]
     """
-    if (
-        isinstance(num_partitions, bool)
-        or not isinstance(num_partitions, int)
-        or num_partitions <= 0
-    ):
-        raise ValueError(
-            f"default_partitions(): num_partitions must be a positive int, got {num_partitions!r}"
-        )
+    _check_partitions("default_partitions", num_partitions)
     hashes = murmur2_many(keys, drop_last=drop_last).view(np.uint32)
     parts = ((hashes & np.uint32(0x7FFFFFFF)) % np.uint32(num_partitions)).astype(np.int32)
     mask = np.asarray(keys.is_null()) if keys.null_count else None

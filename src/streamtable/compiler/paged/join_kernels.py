@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import bisect
 import heapq
-import pickle
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from streamtable.compiler.codecs import Codec, PickleCodec
+from streamtable.compiler.codecs import Codec, PickleCodec, encode_for_sink
 from streamtable.compiler.paged.records import Out, Rec, source_order
 from streamtable.compiler.paged.user_code import call_user
-from streamtable.errors import SerializationError
 
 STREAM, TABLE = 0, 1
 LEFT, RIGHT = 0, 1
@@ -53,17 +51,11 @@ def encode_result(codec: Codec, value: Any, node_name: str) -> bytes | None:
     """
     if value is None:
         return None
-    if isinstance(codec, PickleCodec):
-        return pickle.dumps(value, protocol=5)
-    try:
-        return codec.encode_many([value])[0]
-    except SerializationError as e:
-        raise SerializationError(
-            f"Failed to serialize a result of the joiner of {node_name!r} for the sink it is "
-            f"written to: {e}. Give that sink a value serde that fits the joiner's result "
-            "(KStream.to(value_serde=...), to_files(value_serde=...), or the grouping's "
-            "value_serde= for a repartition)."
-        ) from e
+    fits = (
+        "the joiner's result (KStream.to(value_serde=...), to_files(value_serde=...), or the "
+        "grouping's value_serde= for a repartition)."
+    )
+    return encode_for_sink(codec, value, f"a result of the joiner of {node_name!r}", fits)
 
 
 @dataclass
@@ -92,6 +84,7 @@ class StreamTableJoinKernel:
     time minus ``history_ms`` are pruned, except the latest of them (it is still valid at the
     cutoff).
 
+    >>> import pickle
     >>> from streamtable.compiler.codecs import PickleCodec
     >>> k = StreamTableJoinKernel("J", "inner", lambda s, t: f"{s}+{t}", PickleCodec(),
     ...                           PickleCodec(), None)

@@ -34,12 +34,12 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from streamtable.compiler.codecs import Codec, PickleCodec
+from streamtable.compiler.codecs import Codec, PickleCodec, encode_for_sink
 from streamtable.compiler.pack_stage import STATE_PAGES
 from streamtable.compiler.paged.processor import LATE
 from streamtable.compiler.paged.records import Out, Rec
 from streamtable.compiler.paged.user_code import call_user
-from streamtable.errors import SerializationError, StreamsError
+from streamtable.errors import StreamsError
 from streamtable.topology.nodes import Aggregation, CustomWindowSpec, TimeWindowSpec, WindowSpec
 
 _LONG = struct.Struct(">q")
@@ -401,17 +401,9 @@ class WindowKernel:
             If the serde of the sink the updates go to cannot serialize the aggregate (Kafka
             Streams fails likewise when its sink's serializer rejects the record).
         """
-        codec = self.spec.out_codec
-        if type(codec) is PickleCodec:
-            return pickle.dumps(aggregate, protocol=5)
-        try:
-            return codec.encode_many([aggregate])[0]
-        except SerializationError as e:
-            raise SerializationError(
-                f"Failed to serialize an aggregate of {self.spec.node_name!r} for the sink it "
-                f"is written to: {e}. Give that sink a value serde that fits the aggregate's "
-                "type (KStream.to(value_serde=...), to_files(value_serde=...))."
-            ) from e
+        what = f"an aggregate of {self.spec.node_name!r}"
+        fits = "the aggregate's type (KStream.to(value_serde=...), to_files(value_serde=...))."
+        return encode_for_sink(self.spec.out_codec, aggregate, what, fits)
 
     def after_batch(
         self, entries: dict[bytes, Any], meta: dict[str, Any], low: int | None
