@@ -153,7 +153,8 @@ def drive(
     ``kernel`` as :class:`~streamtable.compiler.paged.processor.PartitionTimeProcessor` would:
     micro-batches start at the indices in ``cuts`` (``"each"``: one record per batch); each
     record's stream time is the running maximum timestamp; per batch each key's records in
-    offset order, then ``after_batch`` with the partition time as low watermark.
+    offset order, then ``after_batch`` with the partition time as low watermark. Records carry
+    the stream time before them too (``time_before``), as the pack stage stamps it.
     """
     n = len(records)
     if cuts == "each":
@@ -171,8 +172,9 @@ def drive(
         groups: dict[bytes, list[Rec]] = {}
         for off in range(a, b):
             key, ts, v = records[off]
+            before = pt
             pt = ts if pt is None else max(pt, ts)
-            rec = Rec(ts, "t", 0, off, 0, 0, key, pickle.dumps(v), None, pt)
+            rec = Rec(ts, "t", 0, off, 0, 0, key, pickle.dumps(v), None, pt, before)
             groups.setdefault(key, []).append(rec)
         kernel.drops = {}
         kernel.late = []

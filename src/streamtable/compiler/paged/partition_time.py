@@ -119,13 +119,17 @@ class PartitionTimePack:
                 offset = offsets[i] or 0
             chunk = chunks.get((topic, part))
             if chunk is None:
+                before = None
                 chunk = chunks[(topic, part)] = [offset, offset, ts]
             else:
+                before = chunk[2]
                 if offset > chunk[1]:
                     chunk[1] = offset
                 if ts > chunk[2]:
                     chunk[2] = ts
-            rec = Rec(ts, topic, part, offset, seqs[i] or 0, 0, k, values[i], olds[i], chunk[2])
+            rec = Rec(
+                ts, topic, part, offset, seqs[i] or 0, 0, k, values[i], olds[i], chunk[2], before
+            )
             page = 0 if k is None else page_of(k)
             pages.setdefault(page, {}).setdefault(k, []).append(rec)
         return pa.RecordBatch.from_arrays(
@@ -160,14 +164,22 @@ def resolve_stream_times(
         for rec in recs:
             tp = (rec.topic, rec.partition)
             st = rec.stream_time if rec.stream_time is not None else rec.ts
+            bt = rec.time_before  # what came before the record, as st (its own ts left out)
             prev = partition_times.get(tp)
-            if prev is not None and prev > st:
-                st = prev
+            if prev is not None:
+                if prev > st:
+                    st = prev
+                if bt is None or prev > bt:
+                    bt = prev
             for last, max_ts in before.get(tp, ()):
-                if last < rec.offset and max_ts > st:
-                    st = max_ts
-            # most records already carry their time: copy only the ones that change
-            resolved.append(rec if st == rec.stream_time else rec._replace(stream_time=st))
+                if last < rec.offset:
+                    if max_ts > st:
+                        st = max_ts
+                    if bt is None or max_ts > bt:
+                        bt = max_ts
+            # most records already carry their times: copy only the ones that change
+            same = st == rec.stream_time and bt == rec.time_before
+            resolved.append(rec if same else rec._replace(stream_time=st, time_before=bt))
         out[gk] = resolved
     return out
 

@@ -16,7 +16,9 @@ class Rec(NamedTuple):
     grouped by the lookup key); ``value``/``old`` are encoded bytes (``old``: the value before
     a table change, when the input carries it). ``stream_time`` is set for kernels that
     decide lateness (see :mod:`.partition_time`): the stream time of the record's source
-    partition once the record is read, in ms.
+    partition once the record is read, in ms; ``time_before`` the same just before it (``None``
+    when nothing of the partition came before it), which tells a record that ties an earlier
+    record's timestamp from one that moves stream time itself.
     """
 
     ts: int
@@ -29,6 +31,7 @@ class Rec(NamedTuple):
     value: bytes | None
     old: bytes | None = None
     stream_time: int | None = None
+    time_before: int | None = None
 
 
 class Out(NamedTuple):

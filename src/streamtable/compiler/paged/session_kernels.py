@@ -40,13 +40,11 @@ merged-away session that was already released stays released (its tombstone is d
 merged session is released when it closes, and a session changed at exactly its close time is
 released again at once (:class:`~.sliding_kernels.BoundaryEmitKernel`).
 
-Limit: "released before the record" and what the store still returns are judged by the stream
-time before the record, which is taken as ``st - 1`` when the record carries the largest
-timestamp so far; a record that ties the largest timestamp of another key's record is treated
-as if it were ahead of it. This matters only for a session changed at exactly its close time
-(grace 0 and a retention above the gap), and for a record exactly one gap after its key's
-session that ties another key's newer record with no grace (Kafka Streams' store has then seen
-that record, and hides the session).
+"Released before the record" and what the store still returns are judged by the stream time
+before the record (:func:`~.sliding_kernels.time_before`): the partition's stream time just
+before it, as the pack stage stamps it, so a record that ties the timestamp of an earlier record
+of its partition (another key's, say) finds what that record did: a session it closed is
+released before the record changes it, and one it hid from the store stays hidden.
 """
 
 from __future__ import annotations

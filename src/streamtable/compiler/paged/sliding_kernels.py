@@ -63,11 +63,17 @@ def copy_aggregate(agg: Any) -> Any:
 
 def time_before(rec: Rec, st: int) -> int:
     """Stream time just before ``rec`` was read (``st`` includes it): ``st`` when ``rec`` is not
-    the largest timestamp so far; otherwise assumed below ``ts`` (a record tying the previous
-    largest timestamp of another key is not told apart: see the module doc of
-    :mod:`.session_kernels`).
+    ahead of it, or ties the timestamp of an earlier record of its partition
+    (``rec.time_before``); otherwise below ``ts`` (``st - 1``: no window a record can change
+    closes between the two).
+
+    >>> rec = lambda ts, before: Rec(ts, "t", 0, 1, 0, 0, b"k", None, None, ts, before)
+    >>> time_before(rec(37, 37), 37), time_before(rec(37, 33), 37), time_before(rec(37, None), 37)
+    (37, 36, 36)
     """
-    return st if rec.ts < st else st - 1
+    if rec.ts < st or (rec.time_before is not None and rec.time_before >= st):
+        return st
+    return st - 1
 
 
 @dataclass
