@@ -72,8 +72,8 @@ class PartitionTimePack:
     ...     dict(key=b"a", value=b"2", ts=3, partition=0, offset=11, seq=0, topic="t")])
     >>> out = list(PartitionTimePack()(iter([batch])))
     >>> recs = pickle.loads(out[0].column(1)[0].as_py())[b"a"]
-    >>> [(r.ts, r.stream_time) for r in recs]
-    [(5, 5), (3, 5)]
+    >>> [(r.ts, r.stream_time, r.time_before) for r in recs]
+    [(5, 5, None), (3, 5, 5)]
     >>> pickle.loads(out[1].column(2)[0].as_py())
     [('t', 0, 10, 11, 5)]
     """
@@ -152,8 +152,9 @@ def resolve_stream_times(
 
     >>> r = Rec(4, "t", 0, 21, 0, 0, b"k", None, None, 4)
     >>> chunks = [("t", 0, 10, 20, 9), ("t", 0, 21, 30, 4)]
-    >>> resolve_stream_times({b"k": [r]}, chunks, {("t", 0): 7})[b"k"][0].stream_time
-    9
+    >>> (out,) = resolve_stream_times({b"k": [r]}, chunks, {("t", 0): 7})[b"k"]
+    >>> out.stream_time, out.time_before  # before it: the earlier chunk's largest timestamp
+    (9, 9)
     """
     before: dict[tuple[str, int], list[tuple[int, int]]] = {}
     for topic, part, _first, last, max_ts in chunks:
