@@ -191,16 +191,19 @@ class SessionWindowedCodec(Codec):
         return Serdes.session_windowed(inner)
 
 
-def encode_for_sink(codec: Codec, value: Any, what: str, fits: str) -> bytes | None:
+def encode_for_sink(
+    codec: Codec, value: Any, result_of: str, node_name: str, fits: str
+) -> bytes | None:
     """An operator's result ``value`` in ``codec``: pickled for a Python consumer, or already
     in the serde of the sink the results go to (which then needs no Python stage).
 
     Raises
     ------
     SerializationError
-        If that serde cannot serialize ``value``, naming ``what`` (``"an aggregate of 'X'"``)
-        and the value serde to give the sink (``fits``: what it must fit); Kafka Streams fails
-        likewise when its sink's serializer rejects the record.
+        If that serde cannot serialize ``value``, naming the result (``result_of``, e.g.
+        ``"an aggregate of"``, and the operator ``node_name``) and the value serde to give the
+        sink (``fits``: what it must fit); Kafka Streams fails likewise when its sink's
+        serializer rejects the record. The message is built only then (this runs per record).
     """
     if type(codec) is PickleCodec:
         return pickle.dumps(value, protocol=5)
@@ -208,8 +211,8 @@ def encode_for_sink(codec: Codec, value: Any, what: str, fits: str) -> bytes | N
         return codec.encode_many([value])[0]
     except SerializationError as e:
         raise SerializationError(
-            f"Failed to serialize {what} for the sink it is written to: {e}. Give that sink a "
-            f"value serde that fits {fits}"
+            f"Failed to serialize {result_of} {node_name!r} for the sink it is written to: {e}. "
+            f"Give that sink a value serde that fits {fits}"
         ) from e
 
 

@@ -55,7 +55,7 @@ def encode_result(codec: Codec, value: Any, node_name: str) -> bytes | None:
         "the joiner's result (KStream.to(value_serde=...), to_files(value_serde=...), or the "
         "grouping's value_serde= for a repartition)."
     )
-    return encode_for_sink(codec, value, f"a result of the joiner of {node_name!r}", fits)
+    return encode_for_sink(codec, value, "a result of the joiner of", node_name, fits)
 
 
 @dataclass

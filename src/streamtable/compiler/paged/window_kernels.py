@@ -143,6 +143,10 @@ class WindowAggregateSpec:
     out_codec: Codec = field(default_factory=PickleCodec)
 
 
+#: What a sink's value serde must fit when it cannot write an aggregate (see :meth:`encode`).
+_FITS = "the aggregate's type (KStream.to(value_serde=...), to_files(value_serde=...))."
+
+
 @dataclass
 class WindowKernel:
     """What every window kernel shares: decoding, folding, late records, closing, expiry.
@@ -401,9 +405,8 @@ class WindowKernel:
             If the serde of the sink the updates go to cannot serialize the aggregate (Kafka
             Streams fails likewise when its sink's serializer rejects the record).
         """
-        what = f"an aggregate of {self.spec.node_name!r}"
-        fits = "the aggregate's type (KStream.to(value_serde=...), to_files(value_serde=...))."
-        return encode_for_sink(self.spec.out_codec, aggregate, what, fits)
+        spec = self.spec
+        return encode_for_sink(spec.out_codec, aggregate, "an aggregate of", spec.node_name, _FITS)
 
     def after_batch(
         self, entries: dict[bytes, Any], meta: dict[str, Any], low: int | None
