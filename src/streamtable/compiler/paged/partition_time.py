@@ -34,23 +34,37 @@ from __future__ import annotations
 import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
+from itertools import repeat
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from streamtable.compiler.pack_stage import STATE_PAGES, page_of
 from streamtable.compiler.paged.records import Rec
 
-#: Output of :class:`PartitionTimePack`: record rows (``value`` = pickled ``{group key: [Rec]}``)
-#: and chunk-summary rows (``chunks`` = pickled list of :data:`Chunk`), both per page.
+#: Output of :class:`PartitionTimePack`: record rows (``value`` = a page's records as pickled
+#: :data:`Segment` columns, read back by :func:`unpack_records`) and chunk-summary rows
+#: (``chunks`` = pickled list of :data:`Chunk`), both per page.
 PARTITION_TIME_DDL = "page int, value binary, chunks binary"
 
 #: ``(topic, partition, first offset, last offset, max ts)`` of one task's range of a partition.
 Chunk = tuple[str, int, int, int, int]
 
+#: The records of one page from one source partition, as columns (plain lists, in offset
+#: order): ``(topic, partition, keys, values, timestamps, offsets, seqs, olds or None,
+#: stream times, times before)``. Columns pickle without a Python call per record, where
+#: record tuples (``Rec``, a named tuple) made one per record to pickle and one to unpickle.
+Segment = tuple[Any, ...]
+
 #: The stream-time key of records without source coordinates (the output of another stateful
 #: operator): they share one stream time, as the records of one Kafka Streams task do.
 NO_PARTITION = ("", -1)
+
+#: ``Rec`` from a plain tuple of its fields, without the named tuple's Python ``__new__``.
+_rec = partial(tuple.__new__, Rec)
 
 
 @dataclass(frozen=True)
@@ -58,22 +72,28 @@ class PartitionTimePack:
     """``Iterator[RecordBatch] -> Iterator[RecordBatch]`` for ``mapInArrow``.
 
     Like :class:`~.pack.KernelPack`, one row per page per Arrow batch holding that page's
-    records grouped by key, each :class:`~.records.Rec` carrying in ``stream_time`` the largest
-    timestamp of its partition's chunk up to and including it. After the task's last batch, one
-    row per page with the summaries of every chunk the task read.
+    records (read back by :func:`unpack_records`), each record carrying in ``stream_time`` the
+    largest timestamp of its partition's chunk up to and including it, and in ``time_before``
+    the same before it (``None`` for the chunk's first record). After the task's last batch,
+    one row per page with the summaries of every chunk the task read.
 
     The input must not have been shuffled since the Kafka source: a Spark task has to see each
     partition's records as a contiguous range in offset order. With ``single`` the records'
     coordinates are ignored and the operator has one stream time, the largest timestamp it has
-    seen (for inputs that come out of another stateful operator).
+    seen (for inputs that come out of another stateful operator). A record without a topic or
+    partition counts as :data:`NO_PARTITION`'s, without an offset as offset 0.
+
+    The per-record work (pages, running maxima, the order by page) is done on the batch's
+    columns with numpy and pyarrow.
 
     >>> batch = pa.RecordBatch.from_pylist([
     ...     dict(key=b"a", value=b"1", ts=5, partition=0, offset=10, seq=0, topic="t"),
     ...     dict(key=b"a", value=b"2", ts=3, partition=0, offset=11, seq=0, topic="t")])
     >>> out = list(PartitionTimePack()(iter([batch])))
-    >>> recs = pickle.loads(out[0].column(1)[0].as_py())[b"a"]
-    >>> [(r.ts, r.stream_time, r.time_before) for r in recs]
-    [(5, 5, None), (3, 5, 5)]
+    >>> groups = {}
+    >>> unpack_records(out[0].column(1)[0].as_py(), groups)
+    >>> [(r.ts, r.offset, r.stream_time, r.time_before) for r in groups[b"a"]]
+    [(5, 10, 5, None), (3, 11, 5, 5)]
     >>> pickle.loads(out[1].column(2)[0].as_py())
     [('t', 0, 10, 11, 5)]
     """
@@ -102,44 +122,123 @@ class PartitionTimePack:
     def _pack(
         self, batch: pa.RecordBatch, chunks: dict[tuple[str, int], list[int]]
     ) -> pa.RecordBatch:
-        names = batch.schema.names
-        col = {n: batch.column(i).to_pylist() for i, n in enumerate(names)}
-        keys, values, tss, seqs = col["key"], col["value"], col["ts"], col["seq"]
-        olds = col.get("old") or [None] * batch.num_rows  # a table's changes: old values
-        single = self.single
-        if not single:
-            topics, parts, offsets = col["topic"], col["partition"], col["offset"]
-        pages: dict[int, dict[bytes | None, list[Rec]]] = {}
-        for i, k in enumerate(keys):
-            ts = tss[i]
-            topic, part, offset = NO_PARTITION[0], NO_PARTITION[1], 0
-            if not single:
-                topic = topics[i] or topic
-                part = part if parts[i] is None else parts[i]
-                offset = offsets[i] or 0
-            chunk = chunks.get((topic, part))
-            if chunk is None:
-                before = None
-                chunk = chunks[(topic, part)] = [offset, offset, ts]
-            else:
-                before = chunk[2]
-                if offset > chunk[1]:
-                    chunk[1] = offset
-                if ts > chunk[2]:
-                    chunk[2] = ts
-            rec = Rec(
-                ts, topic, part, offset, seqs[i] or 0, 0, k, values[i], olds[i], chunk[2], before
+        n = batch.num_rows
+        col = dict(zip(batch.schema.names, batch.columns, strict=True))
+        if col["ts"].null_count:
+            raise ValueError(
+                "PartitionTimePack: a record without a timestamp reached a windowed operator "
+                "(every record read from Kafka has one): this is a bug in streamtable, please "
+                "report it"
             )
-            page = 0 if k is None else page_of(k)
-            pages.setdefault(page, {}).setdefault(k, []).append(rec)
+        keys = col["key"].to_pylist()
+        pages = np.fromiter((0 if k is None else page_of(k) for k in keys), np.int64, n)
+        ts = col["ts"].to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        parts, ids, offsets = self._partitions(col, n)
+        stream_times = np.empty(n, np.int64)
+        before = np.empty(n, np.int64)
+        no_before = np.zeros(n, np.bool_)
+        for g, (topic, part) in enumerate(parts):
+            rows = np.flatnonzero(ids == g) if len(parts) > 1 else slice(None)
+            times = np.maximum.accumulate(ts[rows])
+            offs = offsets[rows]
+            chunk = chunks.get((topic, part))
+            prior = np.empty_like(times)
+            prior[1:] = times[:-1]
+            if chunk is None:
+                chunk = chunks[(topic, part)] = [int(offs[0]), int(offs[0]), int(times[0])]
+                mask = np.zeros(len(times), np.bool_)
+                mask[0] = True
+                prior[0] = 0
+                no_before[rows] = mask
+            else:
+                np.maximum(times, chunk[2], out=times)
+                prior[1:] = times[:-1]
+                prior[0] = chunk[2]
+            chunk[1] = max(chunk[1], int(offs.max()))
+            chunk[2] = int(times[-1])
+            stream_times[rows] = times
+            before[rows] = prior
+        # rows by page, then by source partition, each in its input (offset) order
+        order = np.lexsort((ids, pages)) if len(parts) > 1 else np.argsort(pages, kind="stable")
+        take = pa.array(order)
+        by_page = pages[order]
+        by_part = ids[order]
+        cut = np.flatnonzero((np.diff(by_page) != 0) | (np.diff(by_part) != 0)) + 1
+        starts = [0, *cut.tolist()]
+        ends = [*cut.tolist(), n]
+        lists = [
+            col["key"].take(take).to_pylist(),
+            col["value"].take(take).to_pylist(),
+            ts[order].tolist(),
+            offsets[order].tolist(),
+            pc.fill_null(col["seq"], 0).take(take).to_pylist(),
+            col["old"].take(take).to_pylist() if "old" in col else None,
+            stream_times[order].tolist(),
+            pa.array(before, mask=no_before).take(take).to_pylist(),
+        ]
+        segments: dict[int, list[Segment]] = {}
+        for s, e in zip(starts, ends, strict=True):
+            topic, part = parts[int(by_part[s])]
+            segment = (topic, part, *(None if c is None else c[s:e] for c in lists))
+            segments.setdefault(int(by_page[s]), []).append(segment)
         return pa.RecordBatch.from_arrays(
             [
-                pa.array(list(pages), pa.int32()),
-                pa.array([pickle.dumps(g, protocol=5) for g in pages.values()], pa.binary()),
-                pa.nulls(len(pages), pa.binary()),
+                pa.array(list(segments), pa.int32()),
+                pa.array([pickle.dumps(g, protocol=5) for g in segments.values()], pa.binary()),
+                pa.nulls(len(segments), pa.binary()),
             ],
             names=["page", "value", "chunks"],
         )
+
+    def _partitions(
+        self, col: dict[str, pa.Array], n: int
+    ) -> tuple[list[tuple[str, int]], np.ndarray, np.ndarray]:
+        """The batch's source partitions ``[(topic, partition)]`` in order of first
+        appearance, each row's index into them, and each row's offset.
+        """
+        if self.single:
+            return [NO_PARTITION], np.zeros(n, np.int64), np.zeros(n, np.int64)
+        topics = pc.fill_null(col["topic"], NO_PARTITION[0])
+        parts = pc.fill_null(col["partition"], NO_PARTITION[1]).to_numpy().astype(np.int64)
+        offsets = pc.fill_null(col["offset"], 0).to_numpy().astype(np.int64)
+        encoded = pc.dictionary_encode(topics)
+        names = encoded.dictionary.to_pylist()
+        codes = encoded.indices.to_numpy().astype(np.int64)
+        low = int(parts.min())
+        combined = codes * (int(parts.max()) - low + 1) + (parts - low)
+        unique, first, ids = np.unique(combined, return_index=True, return_inverse=True)
+        if len(unique) == 1:
+            return [(names[codes[0]], int(parts[0]))], np.zeros(n, np.int64), offsets
+        rank = np.empty(len(unique), np.int64)
+        rank[np.argsort(first)] = np.arange(len(unique))  # number them by first appearance
+        found = [(names[codes[i]], int(parts[i])) for i in np.sort(first)]
+        return found, rank[ids.reshape(-1)], offsets
+
+
+def unpack_records(blob: bytes, groups: dict[Any, list[Rec]]) -> None:
+    """Add a :class:`PartitionTimePack` record row's records to ``groups`` (``{group key:
+    [Rec]}``), each key's in the row's order (offset order within a source partition).
+    """
+    for topic, part, keys, values, tss, offsets, seqs, olds, times, before in pickle.loads(blob):
+        fields = zip(
+            tss,
+            repeat(topic),
+            repeat(part),
+            offsets,
+            seqs,
+            repeat(0),
+            keys,
+            values,
+            repeat(None) if olds is None else olds,
+            times,
+            before,
+        )
+        for rec in map(_rec, fields):
+            found = groups.get(rec[6])
+            if found is None:
+                groups[rec[6]] = [rec]
+            else:
+                found.append(rec)
 
 
 def resolve_stream_times(

@@ -27,6 +27,7 @@ from streamtable.compiler.paged.partition_time import (
     advance_partition_times,
     low_watermark,
     resolve_stream_times,
+    unpack_records,
 )
 from streamtable.compiler.paged.records import arrival_order, time_order
 
@@ -179,7 +180,7 @@ class PartitionTimeProcessor(PagedProcessor):
             if row.chunks is not None:
                 chunks.extend(pickle.loads(row.chunks))
             else:
-                _unpack(row, groups)
+                unpack_records(row.value, groups)
         page = self._load()
         times = page["meta"].setdefault("partition_times", {})
         groups = resolve_stream_times(groups, chunks, times)
