@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from _window_runs import AGGREGATIONS, drive, kernel_for, records_strategy, recs, windows_of
+from streamtable.compiler.codecs import PickleCodec
 from streamtable.topology.nodes import (
     Aggregation,
     SessionWindowSpec,
@@ -512,6 +514,37 @@ def test_any_micro_batch_cut_gives_the_same_result(spec, records, cuts, agg, emi
                 assert finals == []
         else:
             assert each.table()[key] == value
+
+
+@settings(max_examples=200, deadline=None)
+@given(window_specs(), records_strategy, st.sets(st.integers(1, 17)), st.booleans())
+def test_the_dsl_count_gives_what_folding_a_count_gives(spec, records, cuts, emit_final):
+    """A native count (the DSL's ``count()``) is counted by the kernels themselves, without
+    decoding keys or values or calling its functions: the same windows, updates, final
+    results, timestamps and late records as folding ``initializer``/``aggregator``/``merger``.
+    """
+    windows, retention = spec
+    native, folded = (
+        drive(
+            kernel_for(windows, agg, emit_final=emit_final, retention_ms=retention), records, cuts
+        )
+        for agg in ("native_count", "count")
+    )
+    assert native.outputs() == folded.outputs()
+    assert native.state() == folded.state()
+    assert native.late == folded.late
+
+
+def test_the_dsl_count_does_not_decode_keys_or_values():
+    kernel = kernel_for(TimeWindowSpec(10, 10, 0), "native_count")
+    kernel.spec = replace(kernel.spec, key_codec=_Undecodable(), value_codec=_Undecodable())
+    run = drive(kernel, [(b"A", 1, 0), (b"A", 2, 0), (b"B", 3, 0)])
+    assert run.table() == {(b"A", 0, 10): 2, (b"B", 0, 10): 1}
+
+
+class _Undecodable(PickleCodec):
+    def decode_many(self, datas: Any) -> list[Any]:
+        raise AssertionError("decoded")
 
 
 #: Any window kind, input, micro-batch cut and aggregation (in place, deleting) for the

@@ -208,6 +208,8 @@ def encode_for_sink(
     if type(codec) is PickleCodec:
         return pickle.dumps(value, protocol=5)
     try:
+        if type(codec) is SerdeCodec:
+            return codec.the_serde.serialize(value)  # one value: no list around it
         return codec.encode_many([value])[0]
     except SerializationError as e:
         raise SerializationError(

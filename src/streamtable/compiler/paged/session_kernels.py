@@ -115,6 +115,8 @@ class SessionWindowKernel(BoundaryEmitKernel):
         TopologyError
             If the aggregation has no merger.
         """
+        if self.counting:  # the DSL's count(): the counts add up
+            return agg1 + agg2
         fn = self.spec.aggregation.merger
         if fn is None:
             raise TopologyError(

@@ -174,6 +174,12 @@ class WindowKernel:
     )
     #: a page's ``source_sets`` and its reverse index (see :meth:`source_index`)
     _set_index: tuple[list[Sources], dict[Sources, int]] | None = field(default=None, repr=False)
+    #: the DSL's ``count()`` (``Aggregation.native == "count"``): :meth:`decode`,
+    #: :meth:`initial` and :meth:`fold` count without decoding or calling the count's functions
+    counting: bool = field(default=False, init=False, repr=False)
+
+    def __post_init__(self) -> None:  # noqa: D105
+        self.counting = self.spec.aggregation.native == "count"
 
     #: the processor gives records their partition's stream time, keeps the partition times in
     #: the page meta (``partition_times``) and calls :meth:`after_batch` with the low watermark
@@ -196,17 +202,28 @@ class WindowKernel:
     # -- shared -------------------------------------------------------------------------------
 
     def decode(self, gk: bytes, records: list[Rec]) -> tuple[Any, list[Any]]:
-        """The key object and the records' value objects."""
+        """The key object and the records' value objects (a count reads neither: ``None``s;
+        the input was validated before the aggregation, see
+        :func:`~streamtable.compiler.lower.record_ops.validated`).
+        """
+        if self.counting:
+            return None, [None] * len(records)
         key = self.spec.key_codec.decode_many([gk])[0]
         return key, self.spec.value_codec.decode_many([r.value for r in records])
 
     def initial(self, rec: Rec) -> Any:
-        """``initializer()`` (errors name the operator and ``rec``)."""
+        """``initializer()`` (errors name the operator and ``rec``); a count's is 0."""
+        if self.counting:
+            return 0
         init = self.spec.aggregation.initializer
         return call_user(init, (), self.spec.node_name, "initializer", rec)
 
     def fold(self, key: Any, value: Any, agg: Any, rec: Rec) -> Any:
-        """``aggregator(key, value, agg)`` (errors name the operator and ``rec``)."""
+        """``aggregator(key, value, agg)`` (errors name the operator and ``rec``); a count
+        adds 1 (``KStreamWindowAggregate`` counts records with a null value too).
+        """
+        if self.counting:
+            return agg + 1
         fn = self.spec.aggregation.aggregator
         return call_user(fn, (key, value, agg), self.spec.node_name, "aggregator", rec)
 
