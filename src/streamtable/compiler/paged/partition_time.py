@@ -258,11 +258,17 @@ def resolve_stream_times(
     before: dict[tuple[str, int], list[tuple[int, int]]] = {}
     for topic, part, _first, last, max_ts in chunks:
         before.setdefault((topic, part), []).append((last, max_ts))
+    # a partition read as one chunk, with no time from an earlier micro-batch: what the pack
+    # stamped on its records is its partition's time already (most micro-batches)
+    settled = {tp for tp, runs in before.items() if len(runs) == 1 and tp not in partition_times}
     out: dict[Any, list[Rec]] = {}
     for gk, recs in groups.items():
         resolved = []
         for rec in recs:
             tp = (rec.topic, rec.partition)
+            if tp in settled and rec.stream_time is not None:
+                resolved.append(rec)
+                continue
             st = rec.stream_time if rec.stream_time is not None else rec.ts
             bt = rec.time_before  # what came before the record, as st (its own ts left out)
             prev = partition_times.get(tp)

@@ -144,7 +144,7 @@ class PagedProcessor(StatefulProcessor):
         """Run the kernel over each key's records (in ``order``), keeping the returned state."""
         entries, meta = page["entries"], page["meta"]
         out: list[Row] = []
-        for gk in sorted(groups, key=lambda g: (g is not None, g or b"")):
+        for gk in _key_order(groups):
             entry, outs = self.kernel.process(gk, order(groups[gk]), entries.get(gk), meta)
             if entry is None or gk is None:
                 entries.pop(gk, None)
@@ -216,6 +216,19 @@ def _unpack(row: Row, groups: dict[bytes | None, list[Any]]) -> None:
     """Add a packed row's ``{group key: [Rec]}`` to ``groups``."""
     for gk, recs in pickle.loads(row.value).items():
         groups.setdefault(gk, []).extend(recs)
+
+
+def _key_order(groups: dict[bytes | None, Any]) -> list[bytes | None]:
+    """The group keys of ``groups`` in the order a page runs them: ``None`` (records without
+    a group key) first, then by their bytes.
+
+    >>> _key_order({b"b": 1, None: 2, b"a": 3})
+    [None, b'a', b'b']
+    """
+    keys: list[bytes | None] = sorted(g for g in groups if g is not None)  # type: ignore[type-var]
+    if None in groups:
+        keys.insert(0, None)
+    return keys
 
 
 def _drop_rows(kernel: Any) -> list[Row]:
