@@ -150,7 +150,7 @@ class PagedProcessor(StatefulProcessor):
                 entries.pop(gk, None)
             else:
                 entries[gk] = entry
-            out.extend(_row(o) for o in outs)
+            out.extend(map(_row, outs))
         return out
 
     def close(self) -> None:  # noqa: D102
@@ -190,7 +190,7 @@ class PartitionTimeProcessor(PagedProcessor):
         out = self._process_keys(page, groups, arrival_order)
         advance_partition_times(times, chunks)
         low = low_watermark(times)
-        out.extend(_row(o) for o in kernel.after_batch(page["entries"], page["meta"], low))
+        out.extend(map(_row, kernel.after_batch(page["entries"], page["meta"], low)))
         self._save(page)
         out.extend(_drop_rows(kernel))
         return iter(out)
@@ -277,7 +277,15 @@ def output_row(**fields: Any) -> Row:
 
 
 def _row(o: Any) -> Row:
-    """The output row of a kernel's :class:`~.records.Out`."""
-    return OutputRow(
-        o.key, o.value, o.old, o.ts, o.partition, o.offset, o.seq, o.topic, 0, None, None
+    """The output row of a kernel's :class:`~.records.Out` (built with ``tuple.__new__``:
+    one per output, where ``OutputRow(...)`` would add a Python call checking the length).
+
+    >>> from streamtable.compiler.paged.records import Out
+    >>> _row(Out(b"k", b"v", None, 5, "t", 0, 7)) == OutputRow(
+    ...     b"k", b"v", None, 5, 0, 7, 0, "t", 0, None, None)
+    True
+    """
+    return tuple.__new__(
+        OutputRow,
+        (o.key, o.value, o.old, o.ts, o.partition, o.offset, o.seq, o.topic, 0, None, None),
     )

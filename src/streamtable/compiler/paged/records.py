@@ -57,15 +57,19 @@ class Out(NamedTuple):
         ts: int | None = None,
     ) -> Out:
         """An output carrying ``rec``'s coordinates (so downstream order stays defined)."""
-        return cls(
-            key,
-            value,
-            old,
-            rec.ts if ts is None else ts,
-            rec.topic,
-            rec.partition,
-            rec.offset,
-            rec.seq,
+        # tuple.__new__: the named tuple's own __new__ is a Python call (one per output)
+        return tuple.__new__(  # type: ignore[return-value]
+            cls,
+            (
+                key,
+                value,
+                old,
+                rec.ts if ts is None else ts,
+                rec.topic,
+                rec.partition,
+                rec.offset,
+                rec.seq,
+            ),
         )
 
 
